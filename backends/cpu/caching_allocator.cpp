@@ -1,0 +1,91 @@
+// Size classes, free lists and capacity accounting (see caching_allocator.h).
+#include "backends/cpu/caching_allocator.h"
+
+#include <bit>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace h2::cpu {
+namespace {
+constexpr size_t kAlignment = 64;
+}
+
+CachingHostAllocator::CachingHostAllocator(std::string device_name, int64_t capacity_bytes,
+                                           bool caching)
+    : device_name_(std::move(device_name)), capacity_(capacity_bytes), caching_(caching) {}
+
+CachingHostAllocator::~CachingHostAllocator() { release_cache_locked(); }
+
+size_t CachingHostAllocator::size_class(size_t bytes) {
+  if (bytes <= 4096) return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  // Four classes per power of two: 2^k * {1, 1.25, 1.5, 1.75}.
+  size_t top = std::bit_floor(bytes);
+  size_t quarter = top / 4;
+  return (bytes + quarter - 1) / quarter * quarter;
+}
+
+void* CachingHostAllocator::allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  size_t block = caching_ ? size_class(bytes) : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  std::lock_guard lock(mutex_);
+  ++stats_.allocations;
+  if (caching_) {
+    auto it = free_blocks_.find(block);
+    if (it != free_blocks_.end() && !it->second.empty()) {
+      void* ptr = it->second.back();
+      it->second.pop_back();
+      stats_.bytes_in_use += int64_t(block);
+      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+      return ptr;
+    }
+  }
+  if (capacity_ > 0 && stats_.bytes_reserved + int64_t(block) > capacity_) release_cache_locked();
+  if (capacity_ > 0 && stats_.bytes_reserved + int64_t(block) > capacity_)
+    H2_THROW(OutOfMemoryError,
+             "{} is out of memory: asked for {} bytes, {} of {} bytes free ({} in use)",
+             device_name_, bytes, capacity_ - stats_.bytes_reserved, capacity_,
+             stats_.bytes_in_use);
+  void* ptr = std::aligned_alloc(kAlignment, block);
+  if (ptr == nullptr)
+    H2_THROW(OutOfMemoryError, "{}: the system refused {} bytes ({} bytes reserved)", device_name_,
+             block, stats_.bytes_reserved);
+  ++stats_.system_allocations;
+  stats_.bytes_reserved += int64_t(block);
+  stats_.bytes_in_use += int64_t(block);
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  return ptr;
+}
+
+void CachingHostAllocator::deallocate(void* ptr, size_t bytes) {
+  if (ptr == nullptr) return;
+  size_t block = caching_ ? size_class(bytes) : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  std::lock_guard lock(mutex_);
+  stats_.bytes_in_use -= int64_t(block);
+  if (caching_) {
+    free_blocks_[block].push_back(ptr);
+  } else {
+    std::free(ptr);
+    stats_.bytes_reserved -= int64_t(block);
+  }
+}
+
+AllocatorStats CachingHostAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void CachingHostAllocator::release_cache() {
+  std::lock_guard lock(mutex_);
+  release_cache_locked();
+}
+
+void CachingHostAllocator::release_cache_locked() {
+  for (auto& [block, pointers] : free_blocks_) {
+    for (void* ptr : pointers) std::free(ptr);
+    stats_.bytes_reserved -= int64_t(block * pointers.size());
+  }
+  free_blocks_.clear();
+}
+
+}  // namespace h2::cpu

@@ -1,0 +1,75 @@
+// CPU device properties, events and copies (see cpu_backend.h).
+#include "backends/cpu/cpu_backend.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "core/env.h"
+#include "core/error.h"
+
+namespace h2::cpu {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+}  // namespace
+
+CpuOptions CpuOptions::from_env() {
+  CpuOptions options;
+  options.threads = int(env_int("H2_NUM_THREADS"));
+  std::string allocator = env_string("H2_CPU_ALLOCATOR");
+  if (allocator != "caching" && allocator != "system")
+    H2_THROW(ConfigError, "H2_CPU_ALLOCATOR='{}' is not 'caching' or 'system'", allocator);
+  options.caching_allocator = allocator == "caching";
+  return options;
+}
+
+int cpu_threads() { return omp_get_max_threads(); }
+
+void HostEvent::record(Stream&) { seconds_ = now_seconds(); }
+
+double HostEvent::elapsed_ms_since(const Event& start) const {
+  return (seconds_ - dynamic_cast<const HostEvent&>(start).seconds_) * 1e3;
+}
+
+CpuDevice::CpuDevice(const CpuOptions& options)
+    : allocator_("cpu:0", 0, options.caching_allocator), stream_(*this) {
+  if (options.threads > 0) omp_set_num_threads(options.threads);
+  int threads = cpu_threads();
+  props_.name = fmt::format("{} ({} threads)", cpu_model_name(), threads);
+  props_.memory_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE));
+  // Reference figures measured on the 2-core AVX-512 development machine (docs/performance.md):
+  // OpenBLAS SGEMM about 190 GFLOP/s per core, about 40 GB/s memory bandwidth. BF16 is stored
+  // as BF16 but computed in FP32, so it runs at the FP32 rate.
+  double peak = env_double("H2_CPU_PEAK_GFLOPS");
+  if (peak <= 0) peak = 190.0 * threads;
+  props_.peak_flops = {{DType::f32, peak * 1e9}, {DType::bf16, peak * 1e9}, {DType::f16, peak * 1e9}};
+  props_.memory_bandwidth = 40e9;
+  props_.dtypes = {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8};
+}
+
+void CpuDevice::copy_bytes(void* dst, bool, const void* src, bool, size_t bytes, Stream&) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+}
+
+Device& CpuBackend::device(int index) {
+  H2_CHECK(index == 0, "cpu has one device; asked for cpu:{}", index);
+  return device_;
+}
+
+}  // namespace h2::cpu

@@ -1,0 +1,78 @@
+// The production CPU backend: one device ("cpu:0") that runs every kernel on the calling
+// thread with OpenMP workers. Its stream is synchronous: work is complete when the call returns.
+#pragma once
+
+#include <memory>
+
+#include "backends/cpu/caching_allocator.h"
+#include "core/device.h"
+#include "core/op_catalogue.h"
+
+namespace h2::cpu {
+
+struct CpuOptions {
+  int threads = 0;            // 0: OpenMP's default (every core)
+  bool caching_allocator = true;
+  static CpuOptions from_env();  // H2_NUM_THREADS, H2_CPU_ALLOCATOR
+};
+
+// A synchronous stream: every enqueued kernel has completed when its call returns.
+class HostStream final : public Stream {
+ public:
+  explicit HostStream(Device& device) : device_(device) {}
+  Device& device() override { return device_; }
+  void synchronize() override {}
+
+ private:
+  Device& device_;
+};
+
+// Records the wall-clock time at which the stream's work so far completed.
+class HostEvent final : public Event {
+ public:
+  void record(Stream& stream) override;
+  void synchronize() override {}
+  double elapsed_ms_since(const Event& start) const override;
+
+ private:
+  double seconds_ = 0;
+};
+
+// The CPU backend's kernel table (backends/cpu/kernel_table.cpp); virtual chips reuse it.
+const KernelTable& cpu_kernel_table();
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(const CpuOptions& options);
+  DeviceId id() const override { return {"cpu", 0}; }
+  const DeviceProps& props() const override { return props_; }
+  MemoryKind memory_kind() const override { return MemoryKind::host; }
+  Allocator& allocator() override { return allocator_; }
+  Stream& default_stream() override { return stream_; }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<HostStream>(*this); }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<HostEvent>(); }
+  void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
+                  size_t bytes, Stream& stream) override;
+  const KernelTable& kernels() const override { return cpu_kernel_table(); }
+
+ private:
+  DeviceProps props_;
+  CachingHostAllocator allocator_;
+  HostStream stream_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuOptions& options = CpuOptions::from_env()) : device_(options) {}
+  std::string name() const override { return "cpu"; }
+  int device_count() const override { return 1; }
+  Device& device(int index) override;
+
+ private:
+  CpuDevice device_;
+};
+
+// Threads the CPU kernels use.
+int cpu_threads();
+
+}  // namespace h2::cpu

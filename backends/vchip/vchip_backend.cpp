@@ -1,0 +1,106 @@
+// Virtual chip devices: memory pool, pacing and the paced kernel table (see vchip_backend.h).
+#include "backends/vchip/vchip_backend.h"
+
+#include <cstring>
+#include <thread>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "core/error.h"
+
+namespace h2::vchip {
+namespace {
+
+// Runs the CPU kernel, then holds the stream until the chip's modelled time has passed.
+template <class Args, KernelFn<Args> Kernel, OpCost (*Cost)(const Args&)>
+void paced_kernel(const Args& args, Stream& stream) {
+  auto started = PacedStream::Clock::now();
+  Kernel(args, stream);
+  static_cast<PacedStream&>(stream).pace(Cost(args), started);
+}
+
+KernelTable make_paced_table(DTypeSet chip_dtypes) {
+  const KernelTable& cpu_table = cpu::cpu_kernel_table();
+  KernelTable table;
+#define H2_OP(name, Args, layout, summary)                                \
+  table.name = &paced_kernel<Args, &cpu::name, &op_cost_##name>;          \
+  table.name##_dtypes = cpu_table.name##_dtypes & chip_dtypes;
+#include "core/ops.def"
+#undef H2_OP
+  return table;
+}
+
+}  // namespace
+
+Device& PacedStream::device() { return device_; }
+
+void PacedStream::sleep_until(Clock::time_point started, double seconds) {
+  modelled_seconds_ += seconds;
+  double scaled = seconds * device_.time_scale();
+  if (scaled <= 0) return;
+  std::this_thread::sleep_until(started + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(scaled)));
+}
+
+void PacedStream::pace(const OpCost& cost, Clock::time_point started) {
+  sleep_until(started, device_.modelled_seconds(cost));
+}
+
+void PacedStream::pace_copy(double bytes, Clock::time_point started) {
+  sleep_until(started, bytes / device_.spec().link_bandwidth);
+}
+
+VchipDevice::VchipDevice(const ChipSpec& spec, int index, double time_scale)
+    : spec_(spec),
+      index_(index),
+      time_scale_(time_scale * spec.time_scale),
+      allocator_(fmt::format("vchip:{} ({})", index, spec.name), spec.memory_bytes),
+      stream_(*this),
+      kernels_(make_paced_table(spec.dtypes)) {
+  props_.name = spec.name;
+  props_.memory_bytes = spec.memory_bytes;
+  props_.memory_bandwidth = spec.memory_bandwidth;
+  props_.peak_flops = spec.peak_flops;
+  props_.dtypes = spec.dtypes;
+}
+
+std::unique_ptr<Stream> VchipDevice::create_stream() { return std::make_unique<PacedStream>(*this); }
+
+std::unique_ptr<Event> VchipDevice::create_event() { return std::make_unique<cpu::HostEvent>(); }
+
+double VchipDevice::modelled_seconds(const OpCost& cost) const {
+  double seconds = cost.bytes / spec_.memory_bandwidth;
+  if (cost.flops > 0) {
+    double peak = props_.peak(cost.dtype);
+    if (peak <= 0) peak = props_.peak(DType::f32);
+    H2_CHECK(peak > 0, "{} has no peak_flops for {} or f32", str(), dtype_name(cost.dtype));
+    seconds += cost.flops / peak;
+  }
+  return seconds;
+}
+
+void VchipDevice::copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
+                             size_t bytes, Stream& stream) {
+  if (bytes == 0) return;
+  auto started = PacedStream::Clock::now();
+  std::memmove(dst, src, bytes);
+  auto& paced = static_cast<PacedStream&>(stream);
+  if (dst_on_device && src_on_device)
+    paced.pace(OpCost{0, 2.0 * double(bytes), DType::u8}, started);  // read + write on chip
+  else
+    paced.pace_copy(double(bytes), started);
+}
+
+VchipBackend::VchipBackend(const std::vector<ChipSpec>& specs, double time_scale) {
+  for (const ChipSpec& spec : specs)
+    for (int i = 0; i < spec.count; ++i)
+      devices_.push_back(std::make_unique<VchipDevice>(spec, int(devices_.size()), time_scale));
+}
+
+Device& VchipBackend::device(int index) {
+  H2_CHECK(index >= 0 && index < device_count(), "vchip:{} does not exist ({} virtual chips)",
+           index, device_count());
+  return *devices_[size_t(index)];
+}
+
+}  // namespace h2::vchip

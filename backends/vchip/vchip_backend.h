@@ -1,0 +1,83 @@
+// Virtual chips: devices that emulate other accelerators on the CPU so a heterogeneous cluster
+// can run and be tested on one machine. Each has its own memory pool (capacity from its
+// ChipSpec; host code must copy in and out explicitly), runs the CPU backend's kernels (so
+// results are bit-identical to cpu:0), and paces each kernel so that it completes no earlier
+// than the chip's modelled time: (flops / peak[dtype] + bytes / memory_bandwidth) * time_scale.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/caching_allocator.h"
+#include "backends/vchip/chip_spec.h"
+#include "core/device.h"
+#include "core/op_catalogue.h"
+#include "core/op_cost.h"
+
+namespace h2::vchip {
+
+class VchipDevice;
+
+// A synchronous stream that sleeps after each kernel until the modelled time has passed.
+class PacedStream final : public Stream {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit PacedStream(VchipDevice& device) : device_(device) {}
+  Device& device() override;
+  void synchronize() override {}
+  // Called by kernels after running: sleeps until started + modelled time.
+  void pace(const OpCost& cost, Clock::time_point started);
+  // Same for a copy of `bytes` over the host link.
+  void pace_copy(double bytes, Clock::time_point started);
+  double modelled_seconds() const { return modelled_seconds_; }
+
+ private:
+  void sleep_until(Clock::time_point started, double seconds);
+  VchipDevice& device_;
+  double modelled_seconds_ = 0;  // sum over every paced kernel and copy
+};
+
+class VchipDevice final : public Device {
+ public:
+  // time_scale multiplies the spec's own time_scale (H2_VCHIP_TIME_SCALE); 0 disables pacing.
+  VchipDevice(const ChipSpec& spec, int index, double time_scale);
+  DeviceId id() const override { return {"vchip", index_}; }
+  const DeviceProps& props() const override { return props_; }
+  MemoryKind memory_kind() const override { return MemoryKind::device; }
+  Allocator& allocator() override { return allocator_; }
+  Stream& default_stream() override { return stream_; }
+  std::unique_ptr<Stream> create_stream() override;
+  std::unique_ptr<Event> create_event() override;
+  void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
+                  size_t bytes, Stream& stream) override;
+  const KernelTable& kernels() const override { return kernels_; }
+
+  const ChipSpec& spec() const { return spec_; }
+  double time_scale() const { return time_scale_; }
+  // Modelled seconds of `cost` on this chip, before time_scale.
+  double modelled_seconds(const OpCost& cost) const;
+
+ private:
+  ChipSpec spec_;
+  int index_;
+  double time_scale_;
+  DeviceProps props_;
+  cpu::CachingHostAllocator allocator_;
+  PacedStream stream_;
+  KernelTable kernels_;
+};
+
+class VchipBackend final : public Backend {
+ public:
+  // One device per chip (`count` of each spec), numbered in order.
+  VchipBackend(const std::vector<ChipSpec>& specs, double time_scale);
+  std::string name() const override { return "vchip"; }
+  int device_count() const override { return int(devices_.size()); }
+  Device& device(int index) override;
+
+ private:
+  std::vector<std::unique_ptr<VchipDevice>> devices_;
+};
+
+}  // namespace h2::vchip

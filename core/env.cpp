@@ -1,0 +1,76 @@
+// The one table of H2_* environment knobs (see env.h).
+#include "core/env.h"
+
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace h2 {
+namespace {
+
+constexpr EnvKnob kKnobs[] = {
+    {"H2_LOG_LEVEL", "info", "log level: trace, debug, info, warn, error, off"},
+    {"H2_NUM_THREADS", "0", "CPU kernel threads; 0 uses every core OpenMP sees"},
+    {"H2_FALLBACK_OPS", "",
+     "comma-separated ops (or 'all') to run on the CPU backend with explicit copies, with a warning"},
+    {"H2_CHECK_OPS", "",
+     "comma-separated ops (or 'all') to shadow-run on the CPU backend and compare (autocompare)"},
+    {"H2_CHECK_RTOL", "0", "autocompare relative tolerance; 0 uses the dtype's default"},
+    {"H2_CPU_ALLOCATOR", "caching", "CPU allocator: caching (reuses blocks) or system (malloc/free)"},
+    {"H2_CPU_PEAK_GFLOPS", "0",
+     "CPU peak FP32 GFLOP/s for MFU figures; 0 assumes 190 per thread (OpenBLAS SGEMM measured)"},
+    {"H2_VCHIP_CONFIG", "",
+     "YAML file of virtual chip types to register; empty registers the built-in chips"},
+    {"H2_VCHIP_TIME_SCALE", "1",
+     "multiplies every virtual chip's modelled kernel time (0 disables pacing)"},
+};
+
+const EnvKnob& find_knob(std::string_view name) {
+  for (const EnvKnob& knob : kKnobs)
+    if (knob.name == name) return knob;
+  H2_THROW(Error, "environment knob {} is not declared in core/env.cpp", name);
+}
+
+}  // namespace
+
+std::span<const EnvKnob> env_knobs() { return kKnobs; }
+
+std::string env_string(std::string_view name) {
+  const EnvKnob& knob = find_knob(name);
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr || *value == '\0') return std::string(knob.default_value);
+  return value;
+}
+
+double env_double(std::string_view name) {
+  std::string value = env_string(name);
+  char* end = nullptr;
+  double parsed = std::strtod(value.c_str(), &end);
+  if (end == value.c_str() || *end != '\0')
+    H2_THROW(ConfigError, "{}='{}' is not a number", name, value);
+  return parsed;
+}
+
+long env_int(std::string_view name) {
+  std::string value = env_string(name);
+  char* end = nullptr;
+  long parsed = std::strtol(value.c_str(), &end, 10);
+  if (end == value.c_str() || *end != '\0')
+    H2_THROW(ConfigError, "{}='{}' is not an integer", name, value);
+  return parsed;
+}
+
+std::vector<std::string> env_list(std::string_view name) {
+  std::vector<std::string> items;
+  std::string value = env_string(name);
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t comma = value.find(',', start);
+    if (comma == std::string::npos) comma = value.size();
+    if (comma > start) items.push_back(value.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+}  // namespace h2

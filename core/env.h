@@ -1,0 +1,30 @@
+// Every H2_* environment knob, declared once in env.cpp with its default and help text.
+// Reading a knob that is not in the table is a programming error and throws, so typos cannot
+// silently fall back to a default. `h2 env` prints the table.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace h2 {
+
+struct EnvKnob {
+  std::string_view name;
+  std::string_view default_value;
+  std::string_view help;
+};
+
+// The table, in a stable order.
+std::span<const EnvKnob> env_knobs();
+
+// The knob's value from the environment, or its default when unset or empty.
+std::string env_string(std::string_view name);
+// Parsed forms; a value that does not parse throws ConfigError naming the knob and the value.
+double env_double(std::string_view name);
+long env_int(std::string_view name);
+// A comma-separated list ("a,b,,c" -> {"a","b","c"}).
+std::vector<std::string> env_list(std::string_view name);
+
+}  // namespace h2

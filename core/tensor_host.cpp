@@ -1,0 +1,103 @@
+// Host <-> device value helpers (see tensor_host.h).
+#include "core/tensor_host.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/half_float.h"
+
+namespace h2 {
+namespace {
+
+void upload(const Tensor& dst, const void* host, size_t bytes) {
+  dst.device().copy_bytes(dst.data(), true, host, false, bytes, dst.device().default_stream());
+}
+
+std::vector<std::byte> download(const Tensor& tensor) {
+  Tensor src = tensor.contiguous();
+  std::vector<std::byte> bytes(size_t(src.nbytes()));
+  src.device().copy_bytes(bytes.data(), false, src.data(), true, bytes.size(),
+                          src.device().default_stream());
+  return bytes;
+}
+
+}  // namespace
+
+Tensor tensor_from_floats(std::span<const float> values, const Shape& shape, DType dtype,
+                          Device& device) {
+  H2_CHECK(int64_t(values.size()) == shape.numel(), "{} values for shape {}", values.size(),
+           shape.str());
+  Tensor t = Tensor::empty(shape, dtype, device);
+  switch (dtype) {
+    case DType::f32:
+      upload(t, values.data(), values.size_bytes());
+      break;
+    case DType::bf16:
+    case DType::f16: {
+      std::vector<uint16_t> encoded(values.size());
+      for (size_t i = 0; i < values.size(); ++i)
+        encoded[i] = dtype == DType::bf16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+      upload(t, encoded.data(), encoded.size() * 2);
+      break;
+    }
+    default:
+      H2_THROW(UnsupportedError, "tensor_from_floats to {}", dtype_name(dtype));
+  }
+  return t;
+}
+
+Tensor tensor_from_ints(std::span<const int64_t> values, const Shape& shape, DType dtype,
+                        Device& device) {
+  H2_CHECK(int64_t(values.size()) == shape.numel(), "{} values for shape {}", values.size(),
+           shape.str());
+  Tensor t = Tensor::empty(shape, dtype, device);
+  if (dtype == DType::i64) {
+    upload(t, values.data(), values.size_bytes());
+  } else if (dtype == DType::i32) {
+    std::vector<int32_t> narrow(values.begin(), values.end());
+    upload(t, narrow.data(), narrow.size() * 4);
+  } else {
+    H2_THROW(UnsupportedError, "tensor_from_ints to {}", dtype_name(dtype));
+  }
+  return t;
+}
+
+std::vector<float> tensor_to_floats(const Tensor& tensor) {
+  std::vector<std::byte> bytes = download(tensor);
+  std::vector<float> values(size_t(tensor.numel()));
+  switch (tensor.dtype()) {
+    case DType::f32:
+      std::memcpy(values.data(), bytes.data(), bytes.size());
+      break;
+    case DType::bf16:
+    case DType::f16:
+      for (size_t i = 0; i < values.size(); ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes.data() + 2 * i, 2);
+        values[i] = tensor.dtype() == DType::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+      }
+      break;
+    default:
+      H2_THROW(UnsupportedError, "tensor_to_floats of {}", tensor.str());
+  }
+  return values;
+}
+
+std::vector<int64_t> tensor_to_ints(const Tensor& tensor) {
+  std::vector<std::byte> bytes = download(tensor);
+  std::vector<int64_t> values(size_t(tensor.numel()));
+  if (tensor.dtype() == DType::i64) {
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+  } else if (tensor.dtype() == DType::i32) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      int32_t v;
+      std::memcpy(&v, bytes.data() + 4 * i, 4);
+      values[i] = v;
+    }
+  } else {
+    H2_THROW(UnsupportedError, "tensor_to_ints of {}", tensor.str());
+  }
+  return values;
+}
+
+}  // namespace h2

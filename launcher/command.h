@@ -1,0 +1,39 @@
+// A subcommand of `h2`: its CLI11 sub-app (options bound to state the action captures) and the
+// action that runs when the user selects it. CommandSet registers the full list, in one place.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <vector>
+
+namespace h2::launcher {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;  // returns the exit code
+};
+
+// Each is defined in the file of the same name.
+Command make_devices_command(CLI::App& parent);  // info_commands.cpp
+Command make_ops_command(CLI::App& parent);      // info_commands.cpp
+Command make_env_command(CLI::App& parent);      // info_commands.cpp
+Command make_demo_command(CLI::App& parent);     // demo.cpp
+
+class CommandSet {
+ public:
+  explicit CommandSet(CLI::App& app)
+      : commands_{make_devices_command(app), make_ops_command(app), make_env_command(app),
+                  make_demo_command(app)} {}
+  // Runs the subcommand that was parsed; 2 when none was.
+  int run_parsed() const {
+    for (const Command& command : commands_)
+      if (command.app->parsed()) return command.run();
+    return 2;
+  }
+
+ private:
+  std::vector<Command> commands_;
+};
+
+}  // namespace h2::launcher

@@ -1,0 +1,62 @@
+// `h2 devices`, `h2 ops` and `h2 env`: what this machine offers, which ops run where, and every
+// H2_* environment knob.
+#include <fmt/format.h>
+
+#include "backends/registry.h"
+#include "core/env.h"
+#include "launcher/command.h"
+
+namespace h2::launcher {
+
+Command make_devices_command(CLI::App& parent) {
+  CLI::App* app = parent.add_subcommand("devices", "List the devices of every registered backend");
+  return {app, [] {
+            auto runtime = create_runtime();
+            fmt::print("{:<10} {:<12} {:>12} {:>12} {:>14}  {}\n", "device", "memory", "capacity",
+                       "bandwidth", "f32 peak", "name");
+            for (Device* d : runtime->devices()) {
+              const DeviceProps& p = d->props();
+              fmt::print("{:<10} {:<12} {:>9.2f} GiB {:>7.1f} GB/s {:>8.1f} GFLOP/s  {}\n", d->str(),
+                         d->memory_kind() == MemoryKind::host ? "host" : "device",
+                         double(p.memory_bytes) / (1 << 30), p.memory_bandwidth / 1e9,
+                         p.peak(DType::f32) / 1e9, p.name);
+            }
+            return 0;
+          }};
+}
+
+Command make_ops_command(CLI::App& parent) {
+  CLI::App* app = parent.add_subcommand(
+      "ops", "Print the op catalogue and which dtypes each device supports for each op");
+  return {app, [] {
+            auto runtime = create_runtime();
+            auto devices = runtime->devices();
+            fmt::print("{:<18}", "op");
+            for (Device* d : devices) fmt::print(" {:<16}", d->str());
+            fmt::print("  summary\n");
+            for (int i = 0; i < kOpCount; ++i) {
+              Op op = Op(i);
+              fmt::print("{:<18}", op_name(op));
+              for (Device* d : devices) {
+                std::string dtypes;
+                for (DType t : {DType::f32, DType::bf16, DType::f16})
+                  if (d->supports(op, t)) dtypes += (dtypes.empty() ? "" : ",") + std::string(dtype_name(t));
+                fmt::print(" {:<16}", dtypes.empty() ? "-" : dtypes);
+              }
+              fmt::print("  {}\n", op_summary(op));
+            }
+            return 0;
+          }};
+}
+
+Command make_env_command(CLI::App& parent) {
+  CLI::App* app = parent.add_subcommand("env", "Print every H2_* environment knob with its value");
+  return {app, [] {
+            for (const EnvKnob& knob : env_knobs())
+              fmt::print("{:<22} = {:<10} (default '{}')\n    {}\n", knob.name,
+                         "'" + env_string(knob.name) + "'", knob.default_value, knob.help);
+            return 0;
+          }};
+}
+
+}  // namespace h2::launcher

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of H2 by Debian 12 package name. Run as root.
+# Idempotent: apt-get skips what is already installed. The CUDA toolkit and NCCL are not in
+# Debian 12's main archive; when nvcc is on PATH the CUDA backend is built, otherwise it is skipped.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git clang-format
+  libopenblas-openmp-dev     # BLAS for CPU GEMM; the OpenMP build nests cleanly inside our OpenMP kernels
+  libyaml-cpp-dev            # YAML configs and chip descriptions
+  libboost-dev               # Boost.Asio (header-only) for the rendezvous store
+  libucx-dev                 # UCX transport (shared memory, TCP, verbs)
+  libibverbs-dev             # RDMA verbs transport (builds here; no RDMA in this kernel)
+  libopenmpi-dev openmpi-bin # mpirun submission
+  libgtest-dev libgmock-dev  # GoogleTest
+  nlohmann-json3-dev         # JSON (metrics, traces, safetensors headers)
+  libcli11-dev               # command-line parsing
+  libspdlog-dev libfmt-dev   # leveled logging and formatting
+  python3 python3-venv       # benchmark peers (PyTorch via pip, only in bench/)
+)
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install_deps.sh: run as root (apt-get install needs it)" >&2
+  exit 2
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "install_deps.sh: all ${#packages[@]} packages present"
