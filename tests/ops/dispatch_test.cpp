@@ -1,1 +1,170 @@
+// Dispatch behaviour, with a deliberately faulty test device: unsupported ops fail with an
+// error that names the op, device and dtype; H2_FALLBACK_OPS routes them to the CPU; H2_CHECK_OPS
+// (autocompare) catches a kernel that computes wrong values; views are handled for kContiguous
+// ops; tensors on different devices are rejected.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/registry.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "core/tensor_host.h"
+
+namespace h2 {
+namespace {
+
+// add() that is off by one: the kind of vendor-kernel bug autocompare exists to find.
+void faulty_add(const AddArgs& args, Stream& stream) {
+  cpu::cpu_kernel_table().add(args, stream);
+  float* out = args.out.data_as<float>();
+  for (int64_t i = 0; i < args.out.numel(); ++i) out[i] += 1.0f;
+}
+
+// A "device"-memory chip that runs CPU kernels, except a broken add and no swiglu_fwd.
+class FaultyDevice final : public Device {
+ public:
+  FaultyDevice() : allocator_("faulty:0", 0), stream_(*this), kernels_(cpu::cpu_kernel_table()) {
+    kernels_.add = &faulty_add;
+    kernels_.swiglu_fwd = nullptr;
+    props_.name = "faulty-chip";
+    props_.dtypes = {DType::f32, DType::i32, DType::i64};
+  }
+  DeviceId id() const override { return {"faulty", 0}; }
+  const DeviceProps& props() const override { return props_; }
+  MemoryKind memory_kind() const override { return MemoryKind::device; }
+  Allocator& allocator() override { return allocator_; }
+  Stream& default_stream() override { return stream_; }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<cpu::HostStream>(*this); }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<cpu::HostEvent>(); }
+  void copy_bytes(void* dst, bool, const void* src, bool, size_t bytes, Stream&) override {
+    std::memmove(dst, src, bytes);
+  }
+  const KernelTable& kernels() const override { return kernels_; }
+
+ private:
+  DeviceProps props_;
+  cpu::CachingHostAllocator allocator_;
+  cpu::HostStream stream_;
+  KernelTable kernels_;
+};
+
+class FaultyBackend final : public Backend {
+ public:
+  std::string name() const override { return "faulty"; }
+  int device_count() const override { return 1; }
+  Device& device(int) override { return device_; }
+
+ private:
+  FaultyDevice device_;
+};
+
+class DispatchTest : public ::testing::Test {
+ protected:
+  DispatchTest() {
+    std::vector<std::unique_ptr<Backend>> backends;
+    backends.push_back(std::make_unique<cpu::CpuBackend>(cpu::CpuOptions{}));
+    backends.push_back(std::make_unique<FaultyBackend>());
+    runtime = std::make_unique<Runtime>(std::move(backends), DispatchPolicy{});
+    sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+    spdlog::default_logger()->sinks().push_back(sink);
+  }
+  ~DispatchTest() override { spdlog::default_logger()->sinks().pop_back(); }
+
+  std::string logged() {
+    std::string all;
+    for (const std::string& line : sink->last_formatted()) all += line;
+    return all;
+  }
+  Tensor on(Device& device, std::vector<float> values, const Shape& shape) {
+    return tensor_from_floats(values, shape, DType::f32, device);
+  }
+
+  std::unique_ptr<Runtime> runtime;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink;
+  Device& faulty() { return runtime->device("faulty:0"); }
+};
+
+TEST_F(DispatchTest, UnsupportedOpNamesOpDeviceAndDtype) {
+  Tensor g = on(faulty(), {1, 2}, {2}), u = on(faulty(), {3, 4}, {2});
+  Tensor out = Tensor::empty({2}, DType::f32, faulty());
+  try {
+    ops::swiglu_fwd({.out = out, .gate = g, .up = u});
+    FAIL() << "expected UnsupportedError";
+  } catch (const UnsupportedError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("swiglu_fwd is not supported on faulty:0 (faulty-chip) for dtype f32"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("H2_FALLBACK_OPS=swiglu_fwd"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(faulty().supports(Op::swiglu_fwd, DType::f32));
+  EXPECT_FALSE(faulty().supports(Op::add, DType::bf16));  // the chip lacks bf16 storage
+  EXPECT_TRUE(faulty().supports(Op::add, DType::f32));
+}
+
+TEST_F(DispatchTest, FallbackRunsOnCpuWithOneWarning) {
+  runtime->policy().fallback[size_t(Op::swiglu_fwd)] = true;
+  Tensor g = on(faulty(), {0.5f, -1.0f}, {2}), u = on(faulty(), {2.0f, 3.0f}, {2});
+  Tensor out = Tensor::empty({2}, DType::f32, faulty());
+  for (int i = 0; i < 3; ++i) ops::swiglu_fwd({.out = out, .gate = g, .up = u});
+  auto got = tensor_to_floats(out);
+  auto silu = [](double x) { return x / (1 + std::exp(-x)); };
+  EXPECT_NEAR(got[0], silu(0.5) * 2.0, 1e-6);
+  EXPECT_NEAR(got[1], silu(-1.0) * 3.0, 1e-6);
+  std::string log = logged();
+  EXPECT_NE(log.find("H2_FALLBACK_OPS: running swiglu_fwd for faulty:0 on cpu"), std::string::npos);
+  EXPECT_EQ(log.find("H2_FALLBACK_OPS"), log.rfind("H2_FALLBACK_OPS")) << "warned more than once";
+}
+
+TEST_F(DispatchTest, AutocompareReportsAFaultyKernel) {
+  runtime->policy().check[size_t(Op::add)] = true;
+  Tensor a = on(faulty(), {1, 2, 3}, {3}), b = on(faulty(), {10, 20, 30}, {3});
+  Tensor out = Tensor::empty({3}, DType::f32, faulty());
+  ops::add({.out = out, .a = a, .b = b});
+  EXPECT_EQ(tensor_to_floats(out), (std::vector<float>{12, 23, 34}));  // observes, never fixes
+  std::string log = logged();
+  EXPECT_NE(log.find("H2_CHECK_OPS: add output 'out' (3) on faulty:0 differs from cpu: 3 mismatches"),
+            std::string::npos) << log;
+}
+
+TEST_F(DispatchTest, FallbackFixesTheFaultyKernel) {
+  runtime->policy().fallback[size_t(Op::add)] = true;
+  Tensor a = on(faulty(), {1, 2, 3}, {3}), b = on(faulty(), {10, 20, 30}, {3});
+  Tensor out = Tensor::empty({3}, DType::f32, faulty());
+  ops::add({.out = out, .a = a, .b = b});
+  EXPECT_EQ(tensor_to_floats(out), (std::vector<float>{11, 22, 33}));
+}
+
+TEST_F(DispatchTest, NonContiguousOutputIsWrittenBack) {
+  Device& cpu = runtime->cpu();
+  Tensor a = on(cpu, {1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor base = Tensor::zeros({3, 2}, DType::f32, cpu);
+  Tensor out = base.transpose(0, 1);  // (2, 3) view with strides (1, 2)
+  ops::add({.out = out, .a = a, .b = a.transpose(0, 1).contiguous().transpose(0, 1), .alpha = 1, .beta = 1});
+  EXPECT_EQ(tensor_to_floats(out), (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  EXPECT_EQ(tensor_to_floats(base), (std::vector<float>{2, 8, 4, 10, 6, 12}));
+}
+
+TEST_F(DispatchTest, TensorsOnDifferentDevicesAreRejected) {
+  Tensor a = on(runtime->cpu(), {1}, {1}), b = on(faulty(), {2}, {1});
+  Tensor out = Tensor::empty({1}, DType::f32, runtime->cpu());
+  try {
+    ops::add({.out = out, .a = a, .b = b});
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add: 'b' is on faulty:0 but 'out' is on cpu:0"),
+              std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DispatchTest, StreamOfAnotherDeviceIsRejected) {
+  Tensor a = on(faulty(), {1}, {1});
+  Tensor out = Tensor::empty({1}, DType::f32, faulty());
+  EXPECT_THROW(ops::add({.out = out, .a = a}, &runtime->cpu().default_stream()), Error);
+}
+
+}  // namespace
+}  // namespace h2

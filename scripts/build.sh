@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds H2 (Release) into ./build. Extra arguments go to cmake's configure step,
+# e.g. `scripts/build.sh -DH2_WITH_CUDA=OFF`. The CUDA backend is built wherever nvcc is found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="$PATH:/usr/local/cuda/bin"
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build build -j "$(nproc)"
