@@ -14,7 +14,8 @@ RuntimeOptions RuntimeOptions::from_env() {
   RuntimeOptions options;
   options.cpu = cpu::CpuOptions::from_env();
   std::string chip_file = env_string("H2_VCHIP_CONFIG");
-  options.chips = chip_file.empty() ? vchip::builtin_chip_specs() : vchip::load_chip_specs(chip_file);
+  options.chips =
+      chip_file.empty() ? vchip::builtin_chip_specs() : vchip::load_chip_specs(chip_file);
   options.vchip_time_scale = env_double("H2_VCHIP_TIME_SCALE");
   return options;
 }
@@ -23,7 +24,8 @@ std::unique_ptr<Runtime> create_runtime(const RuntimeOptions& options) {
   set_log_level(env_string("H2_LOG_LEVEL"));
   std::vector<std::unique_ptr<Backend>> backends;
   backends.push_back(std::make_unique<cpu::CpuBackend>(options.cpu));
-  backends.push_back(std::make_unique<vchip::VchipBackend>(options.chips, options.vchip_time_scale));
+  backends.push_back(
+      std::make_unique<vchip::VchipBackend>(options.chips, options.vchip_time_scale));
 #if H2_HAVE_CUDA_BACKEND
   backends.push_back(std::make_unique<cuda::CudaBackend>());
 #endif

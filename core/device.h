@@ -33,20 +33,20 @@ enum class MemoryKind { host, device };
 
 // What the planner and the pacing model know about a chip.
 struct DeviceProps {
-  std::string name;                       // chip type, e.g. "Intel Xeon (2 threads)", "chip-a"
-  int64_t memory_bytes = 0;               // capacity usable for tensors
-  double memory_bandwidth = 0;            // bytes/s
-  std::map<DType, double> peak_flops;     // FLOP/s by compute dtype (dense GEMM)
-  DTypeSet dtypes;                        // storage dtypes kernels accept
-  double peak(DType t) const;             // 0 when unknown
+  std::string name;                    // chip type, e.g. "Intel Xeon (2 threads)", "chip-a"
+  int64_t memory_bytes = 0;            // capacity usable for tensors
+  double memory_bandwidth = 0;         // bytes/s
+  std::map<DType, double> peak_flops;  // FLOP/s by compute dtype (dense GEMM)
+  DTypeSet dtypes;                     // storage dtypes kernels accept
+  double peak(DType t) const;          // 0 when unknown
 };
 
 struct AllocatorStats {
-  int64_t bytes_in_use = 0;       // handed out and not yet returned
-  int64_t peak_bytes_in_use = 0;  // high-water mark of bytes_in_use
-  int64_t bytes_reserved = 0;     // held from the system, including the cache
-  int64_t system_allocations = 0; // calls to the system allocator (malloc, cudaMalloc, ...)
-  int64_t allocations = 0;        // calls to allocate()
+  int64_t bytes_in_use = 0;        // handed out and not yet returned
+  int64_t peak_bytes_in_use = 0;   // high-water mark of bytes_in_use
+  int64_t bytes_reserved = 0;      // held from the system, including the cache
+  int64_t system_allocations = 0;  // calls to the system allocator (malloc, cudaMalloc, ...)
+  int64_t allocations = 0;         // calls to allocate()
 };
 
 class Stream;

@@ -13,11 +13,20 @@ inline constexpr int kDTypeCount = 9;
 // Storage bits per element: 4 for f4e2m1, otherwise a whole number of bytes.
 constexpr int dtype_bits(DType t) {
   switch (t) {
-    case DType::f32: case DType::i32: return 32;
-    case DType::bf16: case DType::f16: return 16;
-    case DType::f8e4m3: case DType::f8e5m2: case DType::u8: return 8;
-    case DType::f4e2m1: return 4;
-    case DType::i64: return 64;
+    case DType::f32:
+    case DType::i32:
+      return 32;
+    case DType::bf16:
+    case DType::f16:
+      return 16;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+    case DType::u8:
+      return 8;
+    case DType::f4e2m1:
+      return 4;
+    case DType::i64:
+      return 64;
   }
   return 0;
 }
@@ -27,7 +36,9 @@ constexpr bool is_floating(DType t) {
 }
 
 // Bytes needed for n contiguous elements (rounds f4 up to whole bytes).
-constexpr int64_t dtype_storage_bytes(DType t, int64_t n) { return (n * dtype_bits(t) + 7) / 8; }
+constexpr int64_t dtype_storage_bytes(DType t, int64_t n) {
+  return (n * dtype_bits(t) + 7) / 8;
+}
 
 std::string_view dtype_name(DType t);
 // Parses "f32", "bf16", "f8e4m3", ... ; throws ConfigError naming the text otherwise.

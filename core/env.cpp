@@ -12,11 +12,13 @@ constexpr EnvKnob kKnobs[] = {
     {"H2_LOG_LEVEL", "info", "log level: trace, debug, info, warn, error, off"},
     {"H2_NUM_THREADS", "0", "CPU kernel threads; 0 uses every core OpenMP sees"},
     {"H2_FALLBACK_OPS", "",
-     "comma-separated ops (or 'all') to run on the CPU backend with explicit copies, with a warning"},
+     "comma-separated ops (or 'all') to run on the CPU backend with explicit copies, with a "
+     "warning"},
     {"H2_CHECK_OPS", "",
      "comma-separated ops (or 'all') to shadow-run on the CPU backend and compare (autocompare)"},
     {"H2_CHECK_RTOL", "0", "autocompare relative tolerance; 0 uses the dtype's default"},
-    {"H2_CPU_ALLOCATOR", "caching", "CPU allocator: caching (reuses blocks) or system (malloc/free)"},
+    {"H2_CPU_ALLOCATOR", "caching",
+     "CPU allocator: caching (reuses blocks) or system (malloc/free)"},
     {"H2_CPU_PEAK_GFLOPS", "0",
      "CPU peak FP32 GFLOP/s for MFU figures; 0 assumes 190 per thread (OpenBLAS SGEMM measured)"},
     {"H2_VCHIP_CONFIG", "",
@@ -33,7 +35,9 @@ const EnvKnob& find_knob(std::string_view name) {
 
 }  // namespace
 
-std::span<const EnvKnob> env_knobs() { return kKnobs; }
+std::span<const EnvKnob> env_knobs() {
+  return kKnobs;
+}
 
 std::string env_string(std::string_view name) {
   const EnvKnob& knob = find_knob(name);

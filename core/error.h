@@ -1,5 +1,6 @@
 // Errors carry the file:line where they were raised. Every failed check throws one of these types;
-// callers catch h2::Error (or a subclass: a chip running out of memory, an unsupported op) by value.
+// callers catch h2::Error (or a subclass: a chip running out of memory, an unsupported op) by
+// value.
 #pragma once
 
 #include <fmt/format.h>
@@ -15,7 +16,8 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A device allocation that does not fit. The message names the device, the request and what is free.
+// A device allocation that does not fit. The message names the device, the request and what is
+// free.
 class OutOfMemoryError : public Error {
  public:
   using Error::Error;
@@ -44,9 +46,9 @@ std::string with_location(const char* file, int line, const std::string& message
   throw Type(::h2::detail::with_location(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__)))
 
 // H2_CHECK(cond, "fmt {}", args...): throws h2::Error unless cond holds.
-#define H2_CHECK(cond, ...)                                                                  \
-  do {                                                                                       \
-    if (!(cond)) [[unlikely]]                                                                \
-      throw ::h2::Error(::h2::detail::with_location(                                         \
+#define H2_CHECK(cond, ...)                                                               \
+  do {                                                                                    \
+    if (!(cond)) [[unlikely]]                                                             \
+      throw ::h2::Error(::h2::detail::with_location(                                      \
           __FILE__, __LINE__, "check failed: " #cond ": " + ::fmt::format(__VA_ARGS__))); \
   } while (0)

@@ -15,12 +15,14 @@ struct f16_t {
   uint16_t bits;
 };
 
-inline float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
+inline float bf16_to_f32(uint16_t bits) {
+  return std::bit_cast<float>(uint32_t(bits) << 16);
+}
 
 inline uint16_t f32_to_bf16(float value) {
   uint32_t u = std::bit_cast<uint32_t>(value);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // quiet NaN
-  uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                           // ties to even
+  uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                             // ties to even
   return uint16_t((u + rounding) >> 16);
 }
 

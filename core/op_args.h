@@ -24,7 +24,9 @@ struct TensorSlot {
 struct CopyArgs {
   Tensor out;
   Tensor in;
-  auto slots() { return std::array<TensorSlot, 2>{{{&out, TensorRole::out, "out"}, {&in, TensorRole::in, "in"}}}; }
+  auto slots() {
+    return std::array<TensorSlot, 2>{{{&out, TensorRole::out, "out"}, {&in, TensorRole::in, "in"}}};
+  }
   DType key_dtype() const { return out.dtype(); }
 };
 
@@ -56,7 +58,9 @@ struct AddArgs {
 struct SumArgs {
   Tensor out;
   Tensor in;
-  auto slots() { return std::array<TensorSlot, 2>{{{&out, TensorRole::out, "out"}, {&in, TensorRole::in, "in"}}}; }
+  auto slots() {
+    return std::array<TensorSlot, 2>{{{&out, TensorRole::out, "out"}, {&in, TensorRole::in, "in"}}};
+  }
   DType key_dtype() const { return in.dtype(); }
 };
 
@@ -87,8 +91,9 @@ struct EmbeddingFwdArgs {
   Tensor table;
   Tensor ids;
   auto slots() {
-    return std::array<TensorSlot, 3>{
-        {{&out, TensorRole::out, "out"}, {&table, TensorRole::in, "table"}, {&ids, TensorRole::in, "ids"}}};
+    return std::array<TensorSlot, 3>{{{&out, TensorRole::out, "out"},
+                                      {&table, TensorRole::in, "table"},
+                                      {&ids, TensorRole::in, "ids"}}};
   }
   DType key_dtype() const { return table.dtype(); }
 };
@@ -99,8 +104,9 @@ struct EmbeddingBwdArgs {
   Tensor dout;
   Tensor ids;
   auto slots() {
-    return std::array<TensorSlot, 3>{
-        {{&dtable, TensorRole::inout, "dtable"}, {&dout, TensorRole::in, "dout"}, {&ids, TensorRole::in, "ids"}}};
+    return std::array<TensorSlot, 3>{{{&dtable, TensorRole::inout, "dtable"},
+                                      {&dout, TensorRole::in, "dout"},
+                                      {&ids, TensorRole::in, "ids"}}};
   }
   DType key_dtype() const { return dtable.dtype(); }
 };
@@ -132,12 +138,13 @@ struct RmsNormBwdArgs {
   Tensor rstd;
   bool accumulate = false;
   auto slots() {
-    return std::array<TensorSlot, 6>{{{&dx, TensorRole::out, "dx"},
-                                      {&dweight, accumulate ? TensorRole::inout : TensorRole::out, "dweight"},
-                                      {&dout, TensorRole::in, "dout"},
-                                      {&x, TensorRole::in, "x"},
-                                      {&weight, TensorRole::in, "weight"},
-                                      {&rstd, TensorRole::in, "rstd"}}};
+    return std::array<TensorSlot, 6>{
+        {{&dx, TensorRole::out, "dx"},
+         {&dweight, accumulate ? TensorRole::inout : TensorRole::out, "dweight"},
+         {&dout, TensorRole::in, "dout"},
+         {&x, TensorRole::in, "x"},
+         {&weight, TensorRole::in, "weight"},
+         {&rstd, TensorRole::in, "rstd"}}};
   }
   DType key_dtype() const { return x.dtype(); }
 };
@@ -152,7 +159,9 @@ struct RopeArgs {
   Tensor x;
   float theta = 10000;
   int64_t position_offset = 0;
-  auto slots() { return std::array<TensorSlot, 2>{{{&out, TensorRole::out, "out"}, {&x, TensorRole::in, "x"}}}; }
+  auto slots() {
+    return std::array<TensorSlot, 2>{{{&out, TensorRole::out, "out"}, {&x, TensorRole::in, "x"}}};
+  }
   DType key_dtype() const { return x.dtype(); }
 };
 
@@ -209,8 +218,9 @@ struct SwigluFwdArgs {
   Tensor gate;
   Tensor up;
   auto slots() {
-    return std::array<TensorSlot, 3>{
-        {{&out, TensorRole::out, "out"}, {&gate, TensorRole::in, "gate"}, {&up, TensorRole::in, "up"}}};
+    return std::array<TensorSlot, 3>{{{&out, TensorRole::out, "out"},
+                                      {&gate, TensorRole::in, "gate"},
+                                      {&up, TensorRole::in, "up"}}};
   }
   DType key_dtype() const { return gate.dtype(); }
 };

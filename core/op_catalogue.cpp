@@ -23,9 +23,15 @@ constexpr OpInfo kOps[] = {
 
 }  // namespace
 
-std::string_view op_name(Op op) { return kOps[size_t(op)].name; }
-std::string_view op_summary(Op op) { return kOps[size_t(op)].summary; }
-OpLayout op_layout(Op op) { return kOps[size_t(op)].layout; }
+std::string_view op_name(Op op) {
+  return kOps[size_t(op)].name;
+}
+std::string_view op_summary(Op op) {
+  return kOps[size_t(op)].summary;
+}
+OpLayout op_layout(Op op) {
+  return kOps[size_t(op)].layout;
+}
 
 Op parse_op(std::string_view name, std::string_view source) {
   for (int i = 0; i < kOpCount; ++i)

@@ -5,7 +5,9 @@
 namespace h2 {
 namespace {
 
-double bytes_of(const Tensor& t) { return t.defined() ? double(t.nbytes()) : 0.0; }
+double bytes_of(const Tensor& t) {
+  return t.defined() ? double(t.nbytes()) : 0.0;
+}
 
 template <class Args>
 double all_bytes(Args args) {
@@ -21,11 +23,21 @@ OpCost elementwise(const Args& args, double flops_per_element, const Tensor& sha
 
 }  // namespace
 
-OpCost op_cost_copy(const CopyArgs& a) { return elementwise(a, 0, a.out); }
-OpCost op_cost_fill(const FillArgs& a) { return elementwise(a, 0, a.out); }
-OpCost op_cost_add(const AddArgs& a) { return elementwise(a, 3, a.out); }
-OpCost op_cost_sum(const SumArgs& a) { return elementwise(a, 1, a.in); }
-OpCost op_cost_sum_squares(const SumArgs& a) { return elementwise(a, 2, a.in); }
+OpCost op_cost_copy(const CopyArgs& a) {
+  return elementwise(a, 0, a.out);
+}
+OpCost op_cost_fill(const FillArgs& a) {
+  return elementwise(a, 0, a.out);
+}
+OpCost op_cost_add(const AddArgs& a) {
+  return elementwise(a, 3, a.out);
+}
+OpCost op_cost_sum(const SumArgs& a) {
+  return elementwise(a, 1, a.in);
+}
+OpCost op_cost_sum_squares(const SumArgs& a) {
+  return elementwise(a, 2, a.in);
+}
 
 OpCost op_cost_matmul(const MatmulArgs& a) {
   // out (S..., M, N); K is the contracted extent of a.
@@ -41,10 +53,18 @@ OpCost op_cost_embedding_fwd(const EmbeddingFwdArgs& a) {
 OpCost op_cost_embedding_bwd(const EmbeddingBwdArgs& a) {
   return {double(a.dout.numel()), 3 * bytes_of(a.dout) + bytes_of(a.ids), a.dout.dtype()};
 }
-OpCost op_cost_rms_norm_fwd(const RmsNormFwdArgs& a) { return elementwise(a, 4, a.x); }
-OpCost op_cost_rms_norm_bwd(const RmsNormBwdArgs& a) { return elementwise(a, 8, a.x); }
-OpCost op_cost_rope_fwd(const RopeArgs& a) { return elementwise(a, 3, a.x); }
-OpCost op_cost_rope_bwd(const RopeArgs& a) { return elementwise(a, 3, a.x); }
+OpCost op_cost_rms_norm_fwd(const RmsNormFwdArgs& a) {
+  return elementwise(a, 4, a.x);
+}
+OpCost op_cost_rms_norm_bwd(const RmsNormBwdArgs& a) {
+  return elementwise(a, 8, a.x);
+}
+OpCost op_cost_rope_fwd(const RopeArgs& a) {
+  return elementwise(a, 3, a.x);
+}
+OpCost op_cost_rope_bwd(const RopeArgs& a) {
+  return elementwise(a, 3, a.x);
+}
 
 namespace {
 // Causal attention does half the work of full attention: T*(T+1)/2 query-key pairs.
@@ -63,10 +83,20 @@ OpCost op_cost_attention_bwd(const AttentionBwdArgs& a) {
   return {10 * d * attention_pairs(a.q), all_bytes(a), a.q.dtype()};  // QK^T again + 4 GEMMs
 }
 
-OpCost op_cost_swiglu_fwd(const SwigluFwdArgs& a) { return elementwise(a, 6, a.out); }
-OpCost op_cost_swiglu_bwd(const SwigluBwdArgs& a) { return elementwise(a, 10, a.dout); }
-OpCost op_cost_cross_entropy_fwd(const CrossEntropyFwdArgs& a) { return elementwise(a, 4, a.logits); }
-OpCost op_cost_cross_entropy_bwd(const CrossEntropyBwdArgs& a) { return elementwise(a, 4, a.logits); }
-OpCost op_cost_adamw(const AdamwArgs& a) { return elementwise(a, 16, a.param); }
+OpCost op_cost_swiglu_fwd(const SwigluFwdArgs& a) {
+  return elementwise(a, 6, a.out);
+}
+OpCost op_cost_swiglu_bwd(const SwigluBwdArgs& a) {
+  return elementwise(a, 10, a.dout);
+}
+OpCost op_cost_cross_entropy_fwd(const CrossEntropyFwdArgs& a) {
+  return elementwise(a, 4, a.logits);
+}
+OpCost op_cost_cross_entropy_bwd(const CrossEntropyBwdArgs& a) {
+  return elementwise(a, 4, a.logits);
+}
+OpCost op_cost_adamw(const AdamwArgs& a) {
+  return elementwise(a, 16, a.param);
+}
 
 }  // namespace h2

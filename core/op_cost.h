@@ -9,8 +9,8 @@
 namespace h2 {
 
 struct OpCost {
-  double flops = 0;  // counted at the op's compute dtype (matmul: 2*M*N*K)
-  double bytes = 0;  // every tensor read or written once
+  double flops = 0;          // counted at the op's compute dtype (matmul: 2*M*N*K)
+  double bytes = 0;          // every tensor read or written once
   DType dtype = DType::f32;  // the peak-FLOP/s entry this work runs at
 };
 

@@ -15,7 +15,9 @@
 namespace h2::ops {
 namespace {
 
-bool writes(TensorRole role) { return role != TensorRole::in; }
+bool writes(TensorRole role) {
+  return role != TensorRole::in;
+}
 
 template <class Args>
 Device& common_device(Op op, Args& args) {
@@ -128,8 +130,8 @@ void run_kernel(Op op, KernelFn<Args> KernelTable::*slot, const Args& requested,
 
 }  // namespace
 
-#define H2_OP(name, Args, layout, summary)                 \
-  void name(const Args& args, Stream* stream) {            \
+#define H2_OP(name, Args, layout, summary)                  \
+  void name(const Args& args, Stream* stream) {             \
     run_kernel(Op::name, &KernelTable::name, args, stream); \
   }
 #include "core/ops.def"

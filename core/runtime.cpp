@@ -44,7 +44,9 @@ bool Runtime::first_time(const std::string& key) {
   return seen_.insert(key).second;
 }
 
-Device& Runtime::cpu() { return backend("cpu")->device(0); }
+Device& Runtime::cpu() {
+  return backend("cpu")->device(0);
+}
 
 Backend* Runtime::backend(std::string_view name) {
   for (auto& backend : backends_)

@@ -97,8 +97,8 @@ Tensor Tensor::view(const Shape& shape) const {
     H2_CHECK(known > 0 && numel() % known == 0, "cannot view {} as {}", shape_.str(), shape.str());
     resolved[inferred] = numel() / known;
   }
-  H2_CHECK(resolved.numel() == numel(), "cannot view {} ({} elements) as {}", shape_.str(),
-           numel(), shape.str());
+  H2_CHECK(resolved.numel() == numel(), "cannot view {} ({} elements) as {}", shape_.str(), numel(),
+           shape.str());
   Tensor t = *this;
   t.shape_ = resolved;
   t.strides_ = resolved.contiguous_strides();
@@ -107,8 +107,8 @@ Tensor Tensor::view(const Shape& shape) const {
 
 Tensor Tensor::slice(int dim, int64_t start, int64_t end) const {
   int d = shape_.normalize_dim(dim);
-  H2_CHECK(0 <= start && start <= end && end <= shape_[d], "slice [{}, {}) of dim {} with extent {}",
-           start, end, dim, shape_[d]);
+  H2_CHECK(0 <= start && start <= end && end <= shape_[d],
+           "slice [{}, {}) of dim {} with extent {}", start, end, dim, shape_[d]);
   Tensor t = *this;
   t.offset_ += start * strides_[d];
   t.shape_[d] = end - start;
@@ -181,8 +181,8 @@ void Tensor::copy_from(const Tensor& src) {
     ops::copy({.out = *this, .in = src});
     return;
   }
-  H2_CHECK(dtype_ == src.dtype_, "cross-device copy_from {} into {}: convert dtype first", src.str(),
-           str());
+  H2_CHECK(dtype_ == src.dtype_, "cross-device copy_from {} into {}: convert dtype first",
+           src.str(), str());
   Tensor staged = src.to(device());
   ops::copy({.out = *this, .in = staged});
 }

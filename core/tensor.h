@@ -17,8 +17,8 @@ namespace h2 {
 // One allocation on one device, returned to its allocator when the last tensor lets go.
 class Storage {
  public:
-  Storage(Device& device, size_t bytes);                    // allocates
-  Storage(Device& device, void* external, size_t bytes);    // borrows: never freed here
+  Storage(Device& device, size_t bytes);                  // allocates
+  Storage(Device& device, void* external, size_t bytes);  // borrows: never freed here
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -12,18 +12,26 @@ namespace h2 {
 
 Tolerance default_tolerance(DType dtype) {
   switch (dtype) {
-    case DType::f32: return {1e-5, 1e-4};   // FP32 with reordered accumulation over ~10^4 terms
-    case DType::f16: return {1e-3, 4e-3};   // two f16 roundings (2^-11 each) plus FP32 math
-    case DType::bf16: return {1e-2, 2e-2};  // two bf16 roundings (2^-8 each) plus FP32 math
-    case DType::f8e4m3: return {2e-2, 1.25e-1};
-    case DType::f8e5m2: return {4e-2, 2.5e-1};
-    case DType::f4e2m1: return {2.5e-1, 5e-1};
-    default: return {0, 0};  // integers: exact
+    case DType::f32:
+      return {1e-5, 1e-4};  // FP32 with reordered accumulation over ~10^4 terms
+    case DType::f16:
+      return {1e-3, 4e-3};  // two f16 roundings (2^-11 each) plus FP32 math
+    case DType::bf16:
+      return {1e-2, 2e-2};  // two bf16 roundings (2^-8 each) plus FP32 math
+    case DType::f8e4m3:
+      return {2e-2, 1.25e-1};
+    case DType::f8e5m2:
+      return {4e-2, 2.5e-1};
+    case DType::f4e2m1:
+      return {2.5e-1, 5e-1};
+    default:
+      return {0, 0};  // integers: exact
   }
 }
 
 std::string Comparison::str() const {
-  if (ok) return fmt::format("ok (max abs error {:.3g}, nmse {:.3g})", max_abs_error, normalized_mse);
+  if (ok)
+    return fmt::format("ok (max abs error {:.3g}, nmse {:.3g})", max_abs_error, normalized_mse);
   return fmt::format("{} mismatches, first at flat index {}, max abs error {:.3g}, nmse {:.3g}",
                      mismatches, first_mismatch, max_abs_error, normalized_mse);
 }

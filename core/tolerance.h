@@ -22,7 +22,7 @@ struct Comparison {
   int64_t mismatches = 0;
   int64_t first_mismatch = -1;  // flat index
   double max_abs_error = 0;
-  double normalized_mse = 0;    // sum((got-ref)^2) / max(sum(ref^2), tiny)
+  double normalized_mse = 0;  // sum((got-ref)^2) / max(sum(ref^2), tiny)
   std::string str() const;
 };
 

@@ -33,8 +33,9 @@ class Timeline {
     auto start = std::chrono::steady_clock::now();
     fn();
     device_.default_stream().synchronize();
-    rows_.emplace_back(name, std::chrono::duration<double, std::milli>(
-                                 std::chrono::steady_clock::now() - start).count());
+    rows_.emplace_back(
+        name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count());
   }
   const std::vector<std::pair<std::string, double>>& rows() const { return rows_; }
 
@@ -58,9 +59,14 @@ Inputs make_inputs(const DemoOptions& o) {
   };
   int64_t n = o.batch * o.seq, head_dim = o.dim / o.heads, ffn = 2 * o.dim;
   int64_t qkv = o.dim + 2 * o.kv_heads * head_dim;
-  Inputs in{normal(n * o.dim, 1), normal(qkv * o.dim, double(o.dim)), normal(o.dim * o.dim, double(o.dim)),
-            normal(2 * ffn * o.dim, double(o.dim)), normal(o.dim * ffn, double(ffn)),
-            normal(o.vocab * o.dim, double(o.dim)), std::vector<float>(size_t(o.dim), 1.0f), {}};
+  Inputs in{normal(n * o.dim, 1),
+            normal(qkv * o.dim, double(o.dim)),
+            normal(o.dim * o.dim, double(o.dim)),
+            normal(2 * ffn * o.dim, double(o.dim)),
+            normal(o.dim * ffn, double(ffn)),
+            normal(o.vocab * o.dim, double(o.dim)),
+            std::vector<float>(size_t(o.dim), 1.0f),
+            {}};
   std::uniform_int_distribution<int64_t> token(0, o.vocab - 1);
   for (int64_t i = 0; i < n; ++i) in.targets.push_back(token(rng));
   return in;
@@ -71,7 +77,8 @@ struct Outputs {
 };
 
 Outputs run_block(const DemoOptions& o, const Inputs& in, DType dtype, Device& dev, Timeline& t) {
-  int64_t b = o.batch, s = o.seq, c = o.dim, hd = o.dim / o.heads, kv = o.kv_heads * hd, ffn = 2 * o.dim;
+  int64_t b = o.batch, s = o.seq, c = o.dim, hd = o.dim / o.heads, kv = o.kv_heads * hd,
+          ffn = 2 * o.dim;
   auto up = [&](const std::vector<float>& v, const Shape& shape) {
     return tensor_from_floats(v, shape, dtype, dev);
   };
@@ -82,8 +89,10 @@ Outputs run_block(const DemoOptions& o, const Inputs& in, DType dtype, Device& d
   Tensor targets = tensor_from_ints(in.targets, {b * s}, DType::i64, dev);
   auto empty = [&](const Shape& shape, DType type) { return Tensor::empty(shape, type, dev); };
 
-  Tensor h = empty({b, s, c}, dtype), rstd = empty({b, s}, DType::f32), qkv = empty({b, s, c + 2 * kv}, dtype);
-  t.run("rms_norm_fwd", [&] { ops::rms_norm_fwd({.out = h, .rstd = rstd, .x = x, .weight = norm}); });
+  Tensor h = empty({b, s, c}, dtype), rstd = empty({b, s}, DType::f32),
+         qkv = empty({b, s, c + 2 * kv}, dtype);
+  t.run("rms_norm_fwd",
+        [&] { ops::rms_norm_fwd({.out = h, .rstd = rstd, .x = x, .weight = norm}); });
   t.run("matmul qkv", [&] { ops::matmul({.out = qkv, .a = h, .b = w_qkv, .trans_b = true}); });
   Tensor q = qkv.slice(2, 0, c).contiguous().view({b, s, o.heads, hd});
   Tensor k = qkv.slice(2, c, c + kv).contiguous().view({b, s, o.kv_heads, hd});
@@ -93,25 +102,35 @@ Outputs run_block(const DemoOptions& o, const Inputs& in, DType dtype, Device& d
     ops::rope_fwd({.out = k, .x = k});
   });
   Tensor attn = empty({b, s, o.heads, hd}, dtype), lse = empty({b, o.heads, s}, DType::f32);
-  t.run("attention_fwd", [&] { ops::attention_fwd({.out = attn, .lse = lse, .q = q, .k = k, .v = v}); });
+  t.run("attention_fwd",
+        [&] { ops::attention_fwd({.out = attn, .lse = lse, .q = q, .k = k, .v = v}); });
   t.run("matmul o + residual", [&] {
     ops::matmul({.out = x, .a = attn.view({b, s, c}), .b = w_o, .trans_b = true, .beta = 1});
   });
   Tensor gate_up = empty({b, s, 2 * ffn}, dtype), act = empty({b, s, ffn}, dtype);
-  t.run("rms_norm_fwd", [&] { ops::rms_norm_fwd({.out = h, .rstd = rstd, .x = x, .weight = norm}); });
-  t.run("matmul gate,up", [&] { ops::matmul({.out = gate_up, .a = h, .b = w_gate_up, .trans_b = true}); });
+  t.run("rms_norm_fwd",
+        [&] { ops::rms_norm_fwd({.out = h, .rstd = rstd, .x = x, .weight = norm}); });
+  t.run("matmul gate,up",
+        [&] { ops::matmul({.out = gate_up, .a = h, .b = w_gate_up, .trans_b = true}); });
   t.run("swiglu_fwd", [&] {
-    ops::swiglu_fwd({.out = act, .gate = gate_up.slice(2, 0, ffn), .up = gate_up.slice(2, ffn, 2 * ffn)});
+    ops::swiglu_fwd(
+        {.out = act, .gate = gate_up.slice(2, 0, ffn), .up = gate_up.slice(2, ffn, 2 * ffn)});
   });
-  t.run("matmul down + residual", [&] {
-    ops::matmul({.out = x, .a = act, .b = w_down, .trans_b = true, .beta = 1});
-  });
+  t.run("matmul down + residual",
+        [&] { ops::matmul({.out = x, .a = act, .b = w_down, .trans_b = true, .beta = 1}); });
   Tensor logits = empty({b * s, o.vocab}, dtype);
-  t.run("matmul lm head", [&] { ops::matmul({.out = logits, .a = x.view({b * s, c}), .b = w_head, .trans_b = true}); });
-  Tensor losses = empty({b * s}, DType::f32), row_lse = empty({b * s}, DType::f32), dlogits = empty({b * s, o.vocab}, dtype);
+  t.run("matmul lm head", [&] {
+    ops::matmul({.out = logits, .a = x.view({b * s, c}), .b = w_head, .trans_b = true});
+  });
+  Tensor losses = empty({b * s}, DType::f32), row_lse = empty({b * s}, DType::f32),
+         dlogits = empty({b * s, o.vocab}, dtype);
   t.run("cross_entropy fwd+bwd", [&] {
-    ops::cross_entropy_fwd({.losses = losses, .lse = row_lse, .logits = logits, .targets = targets});
-    ops::cross_entropy_bwd({.dlogits = dlogits, .logits = logits, .lse = row_lse, .targets = targets,
+    ops::cross_entropy_fwd(
+        {.losses = losses, .lse = row_lse, .logits = logits, .targets = targets});
+    ops::cross_entropy_bwd({.dlogits = dlogits,
+                            .logits = logits,
+                            .lse = row_lse,
+                            .targets = targets,
                             .dloss = 1.0f / float(b * s)});
   });
   return {logits, losses, dlogits};
@@ -124,8 +143,10 @@ int run_demo(const DemoOptions& o) {
   if (o.dim % o.heads != 0 || o.heads % o.kv_heads != 0)
     H2_THROW(ConfigError, "--dim {} must divide by --heads {}, and --heads by --kv-heads {}", o.dim,
              o.heads, o.kv_heads);
-  fmt::print("h2 demo: one Llama block + LM head + loss on {} ({}), {}; B={} T={} C={} H={} Hkv={} V={}\n",
-             device.str(), device.props().name, o.dtype, o.batch, o.seq, o.dim, o.heads, o.kv_heads, o.vocab);
+  fmt::print(
+      "h2 demo: one Llama block + LM head + loss on {} ({}), {}; B={} T={} C={} H={} Hkv={} V={}\n",
+      device.str(), device.props().name, o.dtype, o.batch, o.seq, o.dim, o.heads, o.kv_heads,
+      o.vocab);
   Inputs inputs = make_inputs(o);
   Timeline on_device(device), on_cpu(runtime->cpu());
   Outputs got = run_block(o, inputs, dtype, device, on_device);
@@ -133,8 +154,8 @@ int run_demo(const DemoOptions& o) {
 
   fmt::print("{:<24} {:>12} {:>12}\n", "op", device.str() + " ms", "cpu:0 f32 ms");
   for (size_t i = 0; i < on_device.rows().size(); ++i)
-    fmt::print("{:<24} {:>12.3f} {:>12.3f}\n", on_device.rows()[i].first, on_device.rows()[i].second,
-               on_cpu.rows()[i].second);
+    fmt::print("{:<24} {:>12.3f} {:>12.3f}\n", on_device.rows()[i].first,
+               on_device.rows()[i].second, on_cpu.rows()[i].second);
   auto mean = [](const std::vector<float>& v) {
     double total = 0;
     for (float e : v) total += e;
@@ -160,14 +181,28 @@ Command make_demo_command(CLI::App& parent) {
   auto options = std::make_shared<DemoOptions>();
   CLI::App* app = parent.add_subcommand(
       "demo", "Run one Llama block, an LM head and the loss on a device; check against cpu:0");
-  app->add_option("--device", options->device, "cpu, vchip:N, vchip:NAME or cuda:N")->capture_default_str();
-  app->add_option("--dtype", options->dtype, "storage dtype: f32, bf16, f16")->capture_default_str();
-  app->add_option("--batch", options->batch, "sequences (B)")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--seq", options->seq, "sequence length (T)")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--dim", options->dim, "model width (C)")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--heads", options->heads, "query heads (H)")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--kv-heads", options->kv_heads, "key/value heads (Hkv)")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--vocab", options->vocab, "vocabulary (V)")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--device", options->device, "cpu, vchip:N, vchip:NAME or cuda:N")
+      ->capture_default_str();
+  app->add_option("--dtype", options->dtype, "storage dtype: f32, bf16, f16")
+      ->capture_default_str();
+  app->add_option("--batch", options->batch, "sequences (B)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--seq", options->seq, "sequence length (T)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--dim", options->dim, "model width (C)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--heads", options->heads, "query heads (H)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--kv-heads", options->kv_heads, "key/value heads (Hkv)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--vocab", options->vocab, "vocabulary (V)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   return {app, [options] { return run_demo(*options); }};
 }
 

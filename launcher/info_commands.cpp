@@ -16,8 +16,8 @@ Command make_devices_command(CLI::App& parent) {
                        "bandwidth", "f32 peak", "name");
             for (Device* d : runtime->devices()) {
               const DeviceProps& p = d->props();
-              fmt::print("{:<10} {:<12} {:>9.2f} GiB {:>7.1f} GB/s {:>8.1f} GFLOP/s  {}\n", d->str(),
-                         d->memory_kind() == MemoryKind::host ? "host" : "device",
+              fmt::print("{:<10} {:<12} {:>9.2f} GiB {:>7.1f} GB/s {:>8.1f} GFLOP/s  {}\n",
+                         d->str(), d->memory_kind() == MemoryKind::host ? "host" : "device",
                          double(p.memory_bytes) / (1 << 30), p.memory_bandwidth / 1e9,
                          p.peak(DType::f32) / 1e9, p.name);
             }
@@ -40,7 +40,8 @@ Command make_ops_command(CLI::App& parent) {
               for (Device* d : devices) {
                 std::string dtypes;
                 for (DType t : {DType::f32, DType::bf16, DType::f16})
-                  if (d->supports(op, t)) dtypes += (dtypes.empty() ? "" : ",") + std::string(dtype_name(t));
+                  if (d->supports(op, t))
+                    dtypes += (dtypes.empty() ? "" : ",") + std::string(dtype_name(t));
                 fmt::print(" {:<16}", dtypes.empty() ? "-" : dtypes);
               }
               fmt::print("  {}\n", op_summary(op));

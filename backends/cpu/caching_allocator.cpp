@@ -15,7 +15,9 @@ CachingHostAllocator::CachingHostAllocator(std::string device_name, int64_t capa
                                            bool caching)
     : device_name_(std::move(device_name)), capacity_(capacity_bytes), caching_(caching) {}
 
-CachingHostAllocator::~CachingHostAllocator() { release_cache_locked(); }
+CachingHostAllocator::~CachingHostAllocator() {
+  release_cache_locked();
+}
 
 size_t CachingHostAllocator::size_class(size_t bytes) {
   if (bytes <= 4096) return (bytes + kAlignment - 1) / kAlignment * kAlignment;

@@ -39,9 +39,13 @@ CpuOptions CpuOptions::from_env() {
   return options;
 }
 
-int cpu_threads() { return omp_get_max_threads(); }
+int cpu_threads() {
+  return omp_get_max_threads();
+}
 
-void HostEvent::record(Stream&) { seconds_ = now_seconds(); }
+void HostEvent::record(Stream&) {
+  seconds_ = now_seconds();
+}
 
 double HostEvent::elapsed_ms_since(const Event& start) const {
   return (seconds_ - dynamic_cast<const HostEvent&>(start).seconds_) * 1e3;
@@ -58,7 +62,8 @@ CpuDevice::CpuDevice(const CpuOptions& options)
   // as BF16 but computed in FP32, so it runs at the FP32 rate.
   double peak = env_double("H2_CPU_PEAK_GFLOPS");
   if (peak <= 0) peak = 190.0 * threads;
-  props_.peak_flops = {{DType::f32, peak * 1e9}, {DType::bf16, peak * 1e9}, {DType::f16, peak * 1e9}};
+  props_.peak_flops = {
+      {DType::f32, peak * 1e9}, {DType::bf16, peak * 1e9}, {DType::f16, peak * 1e9}};
   props_.memory_bandwidth = 40e9;
   props_.dtypes = {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8};
 }

@@ -11,7 +11,7 @@
 namespace h2::cpu {
 
 struct CpuOptions {
-  int threads = 0;            // 0: OpenMP's default (every core)
+  int threads = 0;  // 0: OpenMP's default (every core)
   bool caching_allocator = true;
   static CpuOptions from_env();  // H2_NUM_THREADS, H2_CPU_ALLOCATOR
 };
@@ -51,8 +51,8 @@ class CpuDevice final : public Device {
   Stream& default_stream() override { return stream_; }
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<HostStream>(*this); }
   std::unique_ptr<Event> create_event() override { return std::make_unique<HostEvent>(); }
-  void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
-                  size_t bytes, Stream& stream) override;
+  void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
+                  Stream& stream) override;
   const KernelTable& kernels() const override { return cpu_kernel_table(); }
 
  private:

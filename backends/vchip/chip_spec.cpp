@@ -32,14 +32,15 @@ double positive_number(const YAML::Node& node, const std::string& key, const std
 }
 
 ChipSpec parse_chip(const YAML::Node& node, const std::string& source) {
-  static const std::set<std::string> kKeys = {"name",           "count",      "memory",
-                                              "memory_bandwidth", "link_bandwidth",
-                                              "peak_flops",     "dtypes",     "time_scale"};
+  static const std::set<std::string> kKeys = {
+      "name",           "count",      "memory", "memory_bandwidth",
+      "link_bandwidth", "peak_flops", "dtypes", "time_scale"};
   if (!node.IsMap()) H2_THROW(ConfigError, "{}: a chip must be a map of keys", where(source, node));
   for (const auto& entry : node) {
     std::string key = entry.first.as<std::string>();
     if (!kKeys.contains(key))
-      H2_THROW(ConfigError, "{}: unknown chip key '{}' (expected one of name, count, memory, "
+      H2_THROW(ConfigError,
+               "{}: unknown chip key '{}' (expected one of name, count, memory, "
                "memory_bandwidth, link_bandwidth, peak_flops, dtypes, time_scale)",
                where(source, entry.first), key);
   }
@@ -58,10 +59,11 @@ ChipSpec parse_chip(const YAML::Node& node, const std::string& source) {
   }
   spec.memory_bandwidth =
       positive_number(node["memory_bandwidth"], chip + " memory_bandwidth", source);
-  spec.link_bandwidth = node["link_bandwidth"]
-                            ? positive_number(node["link_bandwidth"], chip + " link_bandwidth", source)
-                            : spec.memory_bandwidth;
-  if (node["time_scale"]) spec.time_scale = positive_number(node["time_scale"], chip + " time_scale", source);
+  spec.link_bandwidth = node["link_bandwidth"] ? positive_number(node["link_bandwidth"],
+                                                                 chip + " link_bandwidth", source)
+                                               : spec.memory_bandwidth;
+  if (node["time_scale"])
+    spec.time_scale = positive_number(node["time_scale"], chip + " time_scale", source);
   for (const auto& dtype : node["dtypes"]) {
     try {
       spec.dtypes = spec.dtypes | DTypeSet{parse_dtype(dtype.as<std::string>())};
@@ -121,7 +123,8 @@ std::vector<ChipSpec> parse_chip_specs(const std::string& yaml_text, const std::
   for (const auto& node : root["chips"]) {
     specs.push_back(parse_chip(node, source));
     if (!names.insert(specs.back().name).second)
-      H2_THROW(ConfigError, "{}: chip name '{}' appears twice", where(source, node), specs.back().name);
+      H2_THROW(ConfigError, "{}: chip name '{}' appears twice", where(source, node),
+               specs.back().name);
   }
   return specs;
 }
@@ -135,7 +138,8 @@ std::vector<ChipSpec> load_chip_specs(const std::string& path) {
 }
 
 std::vector<ChipSpec> builtin_chip_specs() {
-  return parse_chip_specs(std::string(kBuiltinChipsYaml), "built-in chips (configs/chips/default.yaml)");
+  return parse_chip_specs(std::string(kBuiltinChipsYaml),
+                          "built-in chips (configs/chips/default.yaml)");
 }
 
 }  // namespace h2::vchip

@@ -22,8 +22,8 @@ void paced_kernel(const Args& args, Stream& stream) {
 KernelTable make_paced_table(DTypeSet chip_dtypes) {
   const KernelTable& cpu_table = cpu::cpu_kernel_table();
   KernelTable table;
-#define H2_OP(name, Args, layout, summary)                                \
-  table.name = &paced_kernel<Args, &cpu::name, &op_cost_##name>;          \
+#define H2_OP(name, Args, layout, summary)                       \
+  table.name = &paced_kernel<Args, &cpu::name, &op_cost_##name>; \
   table.name##_dtypes = cpu_table.name##_dtypes & chip_dtypes;
 #include "core/ops.def"
 #undef H2_OP
@@ -32,14 +32,16 @@ KernelTable make_paced_table(DTypeSet chip_dtypes) {
 
 }  // namespace
 
-Device& PacedStream::device() { return device_; }
+Device& PacedStream::device() {
+  return device_;
+}
 
 void PacedStream::sleep_until(Clock::time_point started, double seconds) {
   modelled_seconds_ += seconds;
   double scaled = seconds * device_.time_scale();
   if (scaled <= 0) return;
-  std::this_thread::sleep_until(started + std::chrono::duration_cast<Clock::duration>(
-                                              std::chrono::duration<double>(scaled)));
+  std::this_thread::sleep_until(
+      started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(scaled)));
 }
 
 void PacedStream::pace(const OpCost& cost, Clock::time_point started) {
@@ -64,9 +66,13 @@ VchipDevice::VchipDevice(const ChipSpec& spec, int index, double time_scale)
   props_.dtypes = spec.dtypes;
 }
 
-std::unique_ptr<Stream> VchipDevice::create_stream() { return std::make_unique<PacedStream>(*this); }
+std::unique_ptr<Stream> VchipDevice::create_stream() {
+  return std::make_unique<PacedStream>(*this);
+}
 
-std::unique_ptr<Event> VchipDevice::create_event() { return std::make_unique<cpu::HostEvent>(); }
+std::unique_ptr<Event> VchipDevice::create_event() {
+  return std::make_unique<cpu::HostEvent>();
+}
 
 double VchipDevice::modelled_seconds(const OpCost& cost) const {
   double seconds = cost.bytes / spec_.memory_bandwidth;

@@ -49,8 +49,8 @@ class VchipDevice final : public Device {
   Stream& default_stream() override { return stream_; }
   std::unique_ptr<Stream> create_stream() override;
   std::unique_ptr<Event> create_event() override;
-  void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
-                  size_t bytes, Stream& stream) override;
+  void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
+                  Stream& stream) override;
   const KernelTable& kernels() const override { return kernels_; }
 
   const ChipSpec& spec() const { return spec_; }

@@ -9,7 +9,8 @@ namespace h2::cpu {
 namespace {
 
 TEST(CachingAllocator, SizeClassesBoundWaste) {
-  for (size_t bytes : {1ul, 63ul, 64ul, 4096ul, 4097ul, 100000ul, 1ul << 20, (1ul << 20) + 1, 123456789ul}) {
+  for (size_t bytes :
+       {1ul, 63ul, 64ul, 4096ul, 4097ul, 100000ul, 1ul << 20, (1ul << 20) + 1, 123456789ul}) {
     size_t block = CachingHostAllocator::size_class(bytes);
     EXPECT_GE(block, bytes);
     EXPECT_LE(double(block), std::max(64.0, 1.25 * double(bytes))) << bytes;

@@ -57,7 +57,8 @@ TEST(ChipSpec, ParsesEveryField) {
 }
 
 TEST(ChipSpec, ErrorsNameFileLineAndKey) {
-  EXPECT_NE(config_error("chips:\n  - name: a\n    memroy: 1GiB\n").find("chips.yaml:3: unknown chip key 'memroy'"),
+  EXPECT_NE(config_error("chips:\n  - name: a\n    memroy: 1GiB\n")
+                .find("chips.yaml:3: unknown chip key 'memroy'"),
             std::string::npos);
   EXPECT_NE(config_error("chips:\n  - name: a\n    memory: lots\n    memory_bandwidth: 1\n"
                          "    peak_flops: {f32: 1}\n    dtypes: [f32]\n")
@@ -71,7 +72,8 @@ TEST(ChipSpec, ErrorsNameFileLineAndKey) {
                          "    peak_flops: {f32: 1}\n    dtypes: [f32, f13]\n")
                 .find("unknown dtype 'f13'"),
             std::string::npos);
-  EXPECT_NE(config_error("chips:\n  - name: a\n").find("chip is missing 'memory'"), std::string::npos);
+  EXPECT_NE(config_error("chips:\n  - name: a\n").find("chip is missing 'memory'"),
+            std::string::npos);
   EXPECT_NE(config_error("chip: []").find("expected a top-level 'chips:' list"), std::string::npos);
   EXPECT_NE(config_error("chips: [a, b").find("chips.yaml:1: not valid YAML"), std::string::npos);
 }
@@ -111,7 +113,8 @@ TEST_F(VchipTest, DevicesFollowTheSpecs) {
     runtime->device("vchip:medium");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("no device 'vchip:medium'; devices here: cpu:0"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("no device 'vchip:medium'; devices here: cpu:0"),
+              std::string::npos);
   }
 }
 
@@ -124,8 +127,10 @@ TEST_F(VchipTest, MemoryCapIsEnforcedWithAClearError) {
     FAIL() << "expected OutOfMemoryError";
   } catch (const OutOfMemoryError& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("vchip:0 (fast) is out of memory: asked for 786432 bytes, 524288 of 1048576 bytes free"),
-              std::string::npos) << msg;
+    EXPECT_NE(msg.find("vchip:0 (fast) is out of memory: asked for 786432 bytes, 524288 of 1048576 "
+                       "bytes free"),
+              std::string::npos)
+        << msg;
   }
   EXPECT_EQ(fast.allocator().stats().bytes_in_use, 512 << 10);
   a = Tensor();  // freed: now it fits
@@ -140,7 +145,8 @@ TEST_F(VchipTest, UnsupportedDtypeIsUnsupportedUnlessFallingBack) {
   Tensor x = Tensor::empty({4}, DType::bf16, slow);
   EXPECT_THROW(ops::add({.out = x, .a = x}), UnsupportedError);
   runtime->policy().fallback[size_t(Op::add)] = true;
-  Tensor ones = tensor_from_floats(std::vector<float>{1, 2, 3, 4}, {4}, DType::bf16, runtime->cpu()).to(slow);
+  Tensor ones =
+      tensor_from_floats(std::vector<float>{1, 2, 3, 4}, {4}, DType::bf16, runtime->cpu()).to(slow);
   ops::add({.out = ones, .a = ones, .alpha = 2});
   EXPECT_EQ(tensor_to_floats(ones), (std::vector<float>{2, 4, 6, 8}));
 }
@@ -178,13 +184,15 @@ TEST_F(VchipTest, ResultsAreBitIdenticalToCpu) {
       Tensor xt = tensor_from_floats(x, {2, 33, 64}, DType::f32, cpu).to(d);
       Tensor wt = tensor_from_floats(w, {96, 64}, DType::f32, cpu).to(d);
       Tensor gt = tensor_from_floats(g, {64}, DType::f32, cpu).to(d);
-      Tensor h = Tensor::empty({2, 33, 64}, DType::f32, d), r = Tensor::empty({2, 33}, DType::f32, d);
+      Tensor h = Tensor::empty({2, 33, 64}, DType::f32, d),
+             r = Tensor::empty({2, 33}, DType::f32, d);
       ops::rms_norm_fwd({.out = h, .rstd = r, .x = xt, .weight = gt});
       Tensor qkv = Tensor::empty({2, 33, 96}, DType::f32, d);
       ops::matmul({.out = qkv, .a = h, .b = wt, .trans_b = true});
       Tensor q = qkv.slice(2, 0, 64).contiguous().view({2, 33, 4, 16});
       Tensor kv = qkv.slice(2, 64, 96).contiguous().view({2, 33, 2, 16});
-      Tensor o = Tensor::empty({2, 33, 4, 16}, DType::f32, d), lse = Tensor::empty({2, 4, 33}, DType::f32, d);
+      Tensor o = Tensor::empty({2, 33, 4, 16}, DType::f32, d),
+             lse = Tensor::empty({2, 4, 33}, DType::f32, d);
       ops::attention_fwd({.out = o, .lse = lse, .q = q, .k = kv, .v = kv});
       return o.to(cpu);
     };

@@ -29,7 +29,9 @@ TEST(Env, DefaultsListsAndParsing) {
   unsetenv("H2_CHECK_OPS");
 }
 
-TEST(Env, UndeclaredKnobIsAProgrammingError) { EXPECT_THROW(env_string("H2_NOT_A_KNOB"), Error); }
+TEST(Env, UndeclaredKnobIsAProgrammingError) {
+  EXPECT_THROW(env_string("H2_NOT_A_KNOB"), Error);
+}
 
 TEST(Env, EveryKnobIsDocumented) {
   for (const EnvKnob& knob : env_knobs()) {
@@ -44,7 +46,8 @@ TEST(Env, UnknownOpInPolicyNamesTheKnob) {
     DispatchPolicy::from_env();
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("H2_FALLBACK_OPS: unknown op 'softmaxx'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("H2_FALLBACK_OPS: unknown op 'softmaxx'"),
+              std::string::npos)
         << e.what();
   }
   unsetenv("H2_FALLBACK_OPS");

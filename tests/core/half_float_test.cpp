@@ -64,9 +64,12 @@ void check_rounding(Decode decode, Encode encode, uint32_t last_finite) {
       float xf = float(x);
       double exact = double(xf);  // the f32 we actually convert
       uint16_t want;
-      if (exact < mid) want = uint16_t(p);
-      else if (exact > mid) want = uint16_t(p + 1);
-      else want = (p % 2 == 0) ? uint16_t(p) : uint16_t(p + 1);
+      if (exact < mid)
+        want = uint16_t(p);
+      else if (exact > mid)
+        want = uint16_t(p + 1);
+      else
+        want = (p % 2 == 0) ? uint16_t(p) : uint16_t(p + 1);
       ASSERT_EQ(encode(xf), want) << "x=" << exact << " between patterns " << p << " and " << p + 1;
     }
   }

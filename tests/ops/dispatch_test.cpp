@@ -38,7 +38,9 @@ class FaultyDevice final : public Device {
   MemoryKind memory_kind() const override { return MemoryKind::device; }
   Allocator& allocator() override { return allocator_; }
   Stream& default_stream() override { return stream_; }
-  std::unique_ptr<Stream> create_stream() override { return std::make_unique<cpu::HostStream>(*this); }
+  std::unique_ptr<Stream> create_stream() override {
+    return std::make_unique<cpu::HostStream>(*this);
+  }
   std::unique_ptr<Event> create_event() override { return std::make_unique<cpu::HostEvent>(); }
   void copy_bytes(void* dst, bool, const void* src, bool, size_t bytes, Stream&) override {
     std::memmove(dst, src, bytes);
@@ -97,7 +99,8 @@ TEST_F(DispatchTest, UnsupportedOpNamesOpDeviceAndDtype) {
   } catch (const UnsupportedError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("swiglu_fwd is not supported on faulty:0 (faulty-chip) for dtype f32"),
-              std::string::npos) << msg;
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("H2_FALLBACK_OPS=swiglu_fwd"), std::string::npos) << msg;
   }
   EXPECT_FALSE(faulty().supports(Op::swiglu_fwd, DType::f32));
@@ -126,8 +129,10 @@ TEST_F(DispatchTest, AutocompareReportsAFaultyKernel) {
   ops::add({.out = out, .a = a, .b = b});
   EXPECT_EQ(tensor_to_floats(out), (std::vector<float>{12, 23, 34}));  // observes, never fixes
   std::string log = logged();
-  EXPECT_NE(log.find("H2_CHECK_OPS: add output 'out' (3) on faulty:0 differs from cpu: 3 mismatches"),
-            std::string::npos) << log;
+  EXPECT_NE(
+      log.find("H2_CHECK_OPS: add output 'out' (3) on faulty:0 differs from cpu: 3 mismatches"),
+      std::string::npos)
+      << log;
 }
 
 TEST_F(DispatchTest, FallbackFixesTheFaultyKernel) {
@@ -143,7 +148,11 @@ TEST_F(DispatchTest, NonContiguousOutputIsWrittenBack) {
   Tensor a = on(cpu, {1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor base = Tensor::zeros({3, 2}, DType::f32, cpu);
   Tensor out = base.transpose(0, 1);  // (2, 3) view with strides (1, 2)
-  ops::add({.out = out, .a = a, .b = a.transpose(0, 1).contiguous().transpose(0, 1), .alpha = 1, .beta = 1});
+  ops::add({.out = out,
+            .a = a,
+            .b = a.transpose(0, 1).contiguous().transpose(0, 1),
+            .alpha = 1,
+            .beta = 1});
   EXPECT_EQ(tensor_to_floats(out), (std::vector<float>{2, 4, 6, 8, 10, 12}));
   EXPECT_EQ(tensor_to_floats(base), (std::vector<float>{2, 8, 4, 10, 6, 12}));
 }
@@ -156,7 +165,8 @@ TEST_F(DispatchTest, TensorsOnDifferentDevicesAreRejected) {
     FAIL() << "expected Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("add: 'b' is on faulty:0 but 'out' is on cpu:0"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }
 

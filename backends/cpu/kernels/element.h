@@ -11,21 +11,37 @@
 
 namespace h2::cpu {
 
-inline float load(const float* p) { return *p; }
-inline float load(const bf16_t* p) { return bf16_to_f32(p->bits); }
-inline float load(const f16_t* p) { return f16_to_f32(p->bits); }
-inline void store(float* p, float v) { *p = v; }
-inline void store(bf16_t* p, float v) { p->bits = f32_to_bf16(v); }
-inline void store(f16_t* p, float v) { p->bits = f32_to_f16(v); }
+inline float load(const float* p) {
+  return *p;
+}
+inline float load(const bf16_t* p) {
+  return bf16_to_f32(p->bits);
+}
+inline float load(const f16_t* p) {
+  return f16_to_f32(p->bits);
+}
+inline void store(float* p, float v) {
+  *p = v;
+}
+inline void store(bf16_t* p, float v) {
+  p->bits = f32_to_bf16(v);
+}
+inline void store(f16_t* p, float v) {
+  p->bits = f32_to_f16(v);
+}
 
 // Calls fn(T{}) with T the storage type of `dtype` (float, bf16_t or f16_t).
 template <class Fn>
 decltype(auto) visit_float_dtype(DType dtype, const char* op, Fn&& fn) {
   switch (dtype) {
-    case DType::f32: return fn(float{});
-    case DType::bf16: return fn(bf16_t{});
-    case DType::f16: return fn(f16_t{});
-    default: H2_THROW(UnsupportedError, "cpu {}: dtype {} is not f32, bf16 or f16", op, dtype_name(dtype));
+    case DType::f32:
+      return fn(float{});
+    case DType::bf16:
+      return fn(bf16_t{});
+    case DType::f16:
+      return fn(f16_t{});
+    default:
+      H2_THROW(UnsupportedError, "cpu {}: dtype {} is not f32, bf16 or f16", op, dtype_name(dtype));
   }
 }
 
