@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include <fmt/ranges.h>
 #include "core/error.h"
 #include "core/ops.h"
 
@@ -80,25 +81,36 @@ void Tensor::check_element_size(size_t bytes) const {
            dtype_name(dtype_));
 }
 
-Tensor Tensor::view(const Shape& shape) const {
+Tensor Tensor::view(std::initializer_list<int64_t> shape) const {
+  return view(std::span<const int64_t>(shape.begin(), shape.size()));
+}
+
+Tensor Tensor::view(std::span<const int64_t> extents) const {
+  auto requested = [&] { return fmt::format("({})", fmt::join(extents, ", ")); };
   H2_CHECK(is_contiguous(), "view of a non-contiguous tensor {}", str());
-  Shape resolved = shape;
+  H2_CHECK(extents.size() <= size_t(Shape::kMaxDims), "view with {} dims", extents.size());
   int inferred = -1;
   int64_t known = 1;
-  for (int d = 0; d < resolved.rank(); ++d) {
-    if (resolved[d] == -1) {
-      H2_CHECK(inferred < 0, "view {} has more than one -1", shape.str());
-      inferred = d;
+  for (size_t d = 0; d < extents.size(); ++d) {
+    if (extents[d] == -1) {
+      H2_CHECK(inferred < 0, "view {} has more than one -1", requested());
+      inferred = int(d);
     } else {
-      known *= resolved[d];
+      H2_CHECK(extents[d] >= 0, "view {} has a negative extent", requested());
+      known *= extents[d];
     }
   }
-  if (inferred >= 0) {
-    H2_CHECK(known > 0 && numel() % known == 0, "cannot view {} as {}", shape_.str(), shape.str());
-    resolved[inferred] = numel() / known;
+  Shape resolved;
+  for (size_t d = 0; d < extents.size(); ++d) {
+    if (int(d) != inferred) {
+      resolved.push_back(extents[d]);
+      continue;
+    }
+    H2_CHECK(known > 0 && numel() % known == 0, "cannot view {} as {}", shape_.str(), requested());
+    resolved.push_back(numel() / known);
   }
   H2_CHECK(resolved.numel() == numel(), "cannot view {} ({} elements) as {}", shape_.str(), numel(),
-           shape.str());
+           requested());
   Tensor t = *this;
   t.shape_ = resolved;
   t.strides_ = resolved.contiguous_strides();
@@ -183,6 +195,12 @@ void Tensor::copy_from(const Tensor& src) {
   }
   H2_CHECK(dtype_ == src.dtype_, "cross-device copy_from {} into {}: convert dtype first",
            src.str(), str());
+  if (is_contiguous()) {
+    // Bytes only: no kernel runs on this device, so this works for any dtype it can store.
+    Tensor dense = src.contiguous();
+    copy_bytes(device(), data(), dense.device(), dense.data(), size_t(nbytes()));
+    return;
+  }
   Tensor staged = src.to(device());
   ops::copy({.out = *this, .in = staged});
 }

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/device.h"
@@ -71,7 +73,9 @@ class Tensor {
   }
 
   // Views (no copy). view() needs a contiguous tensor; one extent may be -1 (inferred).
-  Tensor view(const Shape& shape) const;
+  Tensor view(std::initializer_list<int64_t> shape) const;
+  Tensor view(const Shape& shape) const { return view(std::span(shape.begin(), shape.end())); }
+  Tensor view(std::span<const int64_t> shape) const;
   Tensor slice(int dim, int64_t start, int64_t end) const;
   Tensor select(int dim, int64_t index) const;  // drops `dim`
   Tensor transpose(int dim0, int dim1) const;
