@@ -1,9 +1,207 @@
-// PLACEHOLDER: being written.
+// CPU causal attention backward, flash style: probabilities are recomputed block by block from
+// the saved lse, never stored, so memory is O(T * D) per thread (dK/dV accumulators) whatever T.
+// A task owns one kv head of one batch entry: it loops over the group's query heads, each query
+// block and the key chunks it sees, accumulating dK and dV for the whole sequence privately (no
+// races, no atomics) and each dQ block fully before storing it. Per (query block, key chunk):
+//   P = exp(scale*Q K^T - lse), dV += P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * O)),
+//   dQ += scale * dS K, dK += scale * dS^T Q; masked keys have P = 0, hence dS = 0.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "backends/cpu/kernels/attention_common.h"
+#include "backends/cpu/kernels/cpu_math.h"
+#include "backends/cpu/kernels/gemm_blas.h"
 #include "backends/cpu/kernels/kernels.h"
-#include "core/error.h"
+#include "backends/cpu/kernels/scratch.h"
 
 namespace h2::cpu {
+namespace {
 
-void attention_bwd(const AttentionBwdArgs&, Stream&) { H2_THROW(UnsupportedError, "cpu attention_bwd: not written yet"); }
+using attention::Dims;
+using attention::kKeyBlock;
+using attention::kQueryBlock;
+
+// One thread's scratch, carved from a shared ScratchBuffer.
+struct BwdWorkspace {
+  float* dk;      // (T, D): dK of the task's kv head
+  float* dv;      // (T, D)
+  float* k_rows;  // (T, D): f32 copies of the task's 16-bit k and v rows (f32: none)
+  float* v_rows;
+  float* probs;    // (kQueryBlock, kKeyBlock): P of one (query block, key chunk) pair
+  float* dscores;  // (kQueryBlock, kKeyBlock): dP, then dS
+  float* dq;       // (kQueryBlock, D): dQ of one query block
+  float* q_rows;   // (kQueryBlock, D): f32 copies of 16-bit q and dout rows
+  float* do_rows;
+  float* delta;  // (kQueryBlock): rowsum(dO * O)
+
+  // `widened`: whether k and v need f32 copies (16-bit storage).
+  static int64_t floats(int64_t T, int64_t D, bool widened) {
+    return (widened ? 4 : 2) * T * D + kQueryBlock * (2 * kKeyBlock + 3 * D + 1);
+  }
+  BwdWorkspace(float* base, int64_t T, int64_t D, bool widened)
+      : dk(base),
+        dv(dk + T * D),
+        k_rows(dv + T * D),
+        v_rows(k_rows + (widened ? T * D : 0)),
+        probs(v_rows + (widened ? T * D : 0)),
+        dscores(probs + kQueryBlock * kKeyBlock),
+        dq(dscores + kQueryBlock * kKeyBlock),
+        q_rows(dq + kQueryBlock * D),
+        do_rows(q_rows + kQueryBlock * D),
+        delta(do_rows + kQueryBlock * D) {}
+};
+
+template <class T>
+struct BwdTensors {
+  T* dq;             // (B, T, H, D)
+  T* dk;             // (B, T, Hkv, D)
+  T* dv;             // (B, T, Hkv, D)
+  const T* dout;     // (B, T, H, D)
+  const T* q;        // (B, T, H, D)
+  const T* k;        // (B, T, Hkv, D)
+  const T* v;        // (B, T, Hkv, D)
+  const T* out;      // (B, T, H, D)
+  const float* lse;  // (B, H, T)
+};
+
+// P = exp(s - lse) in place over a key chunk's (rows, cols) scores; 0 for future keys.
+void probabilities(float* p, const float* lse, int64_t rows, int64_t cols, int64_t q0, int64_t k0) {
+  const bool diagonal = k0 + cols - 1 > q0;
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = p + i * kKeyBlock;
+    const int64_t n = diagonal ? attention::visible_keys(q0, i, k0, cols) : cols;
+    const float shift = lse[i];
+#pragma omp simd simdlen(16)
+    for (int64_t j = 0; j < n; ++j) row[j] = exp_f32(row[j] - shift);
+    std::fill(row + n, row + cols, 0.0f);
+  }
+}
+
+// One query block of head h against every key chunk it sees (k, v: the whole sequence's rows).
+template <class T>
+void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, int64_t b, int64_t h,
+                          int64_t qb, attention::RowsF32 k, attention::RowsF32 v,
+                          BwdWorkspace& ws) {
+  const int64_t D = d.D;
+  const int64_t q_stride = d.H * D;
+  const int64_t q0 = qb * kQueryBlock;
+  const int64_t rows = std::min(kQueryBlock, d.T - q0);
+  const int64_t q_offset = ((b * d.T + q0) * d.H + h) * D;
+  const attention::RowsF32 q = attention::rows_as_f32(t.q + q_offset, q_stride, rows, D, ws.q_rows);
+  const attention::RowsF32 dout =
+      attention::rows_as_f32(t.dout + q_offset, q_stride, rows, D, ws.do_rows);
+  const float* lse = t.lse + (b * d.H + h) * d.T + q0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* g = dout.data + i * dout.ld;
+    const T* o = t.out + q_offset + i * q_stride;
+    float dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t c = 0; c < D; ++c) dot += g[c] * load(o + c);
+    ws.delta[i] = dot;
+  }
+
+  for (int64_t k0 = 0; k0 < q0 + rows; k0 += kKeyBlock) {
+    const int64_t cols = std::min(kKeyBlock, q0 + rows - k0);
+    const float* k_block = k.data + k0 * k.ld;
+    const float* v_block = v.data + k0 * v.ld;
+    float* dk = ws.dk + k0 * D;
+    float* dv = ws.dv + k0 * D;
+    // P (rows, cols) from the recomputed scores.
+    sgemm(false, true, rows, cols, D, scale, q.data, q.ld, k_block, k.ld, 0.0f, ws.probs,
+          kKeyBlock);
+    probabilities(ws.probs, lse, rows, cols, q0, k0);
+    // dV (cols, D) += P^T dO.
+    sgemm(true, false, cols, D, rows, 1.0f, ws.probs, kKeyBlock, dout.data, dout.ld, 1.0f, dv, D);
+    // dP (rows, cols) = dO V^T, then dS = P * (dP - delta): the gradient of the scaled scores.
+    sgemm(false, true, rows, cols, D, 1.0f, dout.data, dout.ld, v_block, v.ld, 0.0f, ws.dscores,
+          kKeyBlock);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* p = ws.probs + i * kKeyBlock;
+      float* ds = ws.dscores + i * kKeyBlock;
+      const float delta = ws.delta[i];
+#pragma omp simd simdlen(16)
+      for (int64_t j = 0; j < cols; ++j) ds[j] = p[j] * (ds[j] - delta);
+    }
+    // dQ (rows, D) += scale * dS K and dK (cols, D) += scale * dS^T Q.
+    sgemm(false, false, rows, D, cols, scale, ws.dscores, kKeyBlock, k_block, k.ld,
+          k0 == 0 ? 0.0f : 1.0f, ws.dq, D);
+    sgemm(true, false, cols, D, rows, scale, ws.dscores, kKeyBlock, q.data, q.ld, 1.0f, dk, D);
+  }
+  attention::store_rows(t.dq + q_offset, q_stride, ws.dq, rows, D);
+}
+
+// One task: kv head kvh of batch entry b, with every query head of its group.
+template <class T>
+void backward_kv_head(const BwdTensors<T>& t, const Dims& d, float scale, int64_t b, int64_t kvh,
+                      BwdWorkspace& ws) {
+  const int64_t D = d.D;
+  const int64_t kv_stride = d.Hkv * D;
+  const int64_t kv_offset = (b * d.T * d.Hkv + kvh) * D;
+  const attention::RowsF32 k =
+      attention::rows_as_f32(t.k + kv_offset, kv_stride, d.T, D, ws.k_rows);
+  const attention::RowsF32 v =
+      attention::rows_as_f32(t.v + kv_offset, kv_stride, d.T, D, ws.v_rows);
+  std::memset(ws.dk, 0, sizeof(float) * size_t(d.T * D));
+  std::memset(ws.dv, 0, sizeof(float) * size_t(d.T * D));
+  for (int64_t h = kvh * d.group(); h < (kvh + 1) * d.group(); ++h)
+    for (int64_t qb = 0; qb < d.query_blocks(); ++qb)
+      backward_query_block(t, d, scale, b, h, qb, k, v, ws);
+  attention::store_rows(t.dk + kv_offset, kv_stride, ws.dk, d.T, D);
+  attention::store_rows(t.dv + kv_offset, kv_stride, ws.dv, d.T, D);
+}
+
+template <class T>
+void attention_bwd_typed(const AttentionBwdArgs& args, const Dims& d, Stream& stream) {
+  const BwdTensors<T> t{args.dq.data_as<T>(),   args.dk.data_as<T>(),  args.dv.data_as<T>(),
+                        args.dout.data_as<T>(), args.q.data_as<T>(),   args.k.data_as<T>(),
+                        args.v.data_as<T>(),    args.out.data_as<T>(), args.lse.data_as<float>()};
+  const float scale = d.softmax_scale(args.scale);
+  const int64_t tasks = d.B * d.Hkv;
+  // Every thread joins even when there are fewer tasks than threads: inside an active parallel
+  // region OpenBLAS stays single-threaded, which beats threading these small sgemms.
+  const int threads = omp_get_max_threads();
+  constexpr bool widened = !std::is_same_v<T, float>;
+  const int64_t per_thread = attention::whole_cache_lines(BwdWorkspace::floats(d.T, d.D, widened));
+  ScratchBuffer<float> scratch(stream, size_t(threads * per_thread));
+#pragma omp parallel num_threads(threads)
+  {
+    BwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d.T, d.D, widened);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task)
+      backward_kv_head(t, d, scale, task / d.Hkv, task % d.Hkv, ws);
+  }
+}
+
+void check_like(const Tensor& grad, const char* grad_name, const Tensor& x, const char* x_name) {
+  H2_CHECK(grad.shape() == x.shape() && grad.dtype() == x.dtype(),
+           "cpu attention_bwd: {} {} {} must match {} {} {}", grad_name, dtype_name(grad.dtype()),
+           grad.shape().str(), x_name, dtype_name(x.dtype()), x.shape().str());
+}
+
+}  // namespace
+
+// dout, q, out: (B, T, H, D), k, v: (B, T, Hkv, D), lse: (B, H, T) f32 -> dq, dk, dv like q, k, v.
+void attention_bwd(const AttentionBwdArgs& args, Stream& stream) {
+  const Dims d = attention::check_qkv("attention_bwd", args.q, args.k, args.v);
+  check_like(args.dq, "dq", args.q, "q");
+  check_like(args.dk, "dk", args.k, "k");
+  check_like(args.dv, "dv", args.v, "v");
+  check_like(args.dout, "dout", args.q, "q");
+  check_like(args.out, "out", args.q, "q");
+  attention::check_lse("attention_bwd", args.lse, d);
+  const std::initializer_list<const Tensor*> inputs = {&args.dout, &args.q,   &args.k,
+                                                       &args.v,    &args.out, &args.lse};
+  attention::check_no_overlap("attention_bwd", args.dq, "dq", inputs);
+  attention::check_no_overlap("attention_bwd", args.dk, "dk", inputs);
+  attention::check_no_overlap("attention_bwd", args.dv, "dv", inputs);
+  if (d.B == 0 || d.T == 0 || d.H == 0) return;
+  H2_CHECK(d.D > 0, "cpu attention_bwd: head dim D is 0 in q {}", args.q.shape().str());
+  visit_float_dtype(args.q.dtype(), "attention_bwd",
+                    [&](auto tag) { attention_bwd_typed<decltype(tag)>(args, d, stream); });
+}
 
 }  // namespace h2::cpu

@@ -1,9 +1,178 @@
-// PLACEHOLDER: being written.
+// CPU causal attention forward, flash-attention-2 style: each task owns one block of queries of
+// one head and streams the visible keys past it in chunks through an online softmax, so memory
+// is O(kQueryBlock * (kKeyBlock + D)) per thread whatever T is. Scores and P @ V are sgemm calls
+// on the (B, T, H, D) layout itself (row stride H*D or Hkv*D); f32 accumulation throughout.
+// Invariants: keys after a block's last query are never touched; inside the chunk that holds the
+// diagonal each row keeps only keys <= its position; every row sees key 0 in the first chunk,
+// so its running max is finite from then on.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cpu/kernels/attention_common.h"
+#include "backends/cpu/kernels/cpu_math.h"
+#include "backends/cpu/kernels/gemm_blas.h"
 #include "backends/cpu/kernels/kernels.h"
-#include "core/error.h"
+#include "backends/cpu/kernels/scratch.h"
 
 namespace h2::cpu {
+namespace {
 
-void attention_fwd(const AttentionFwdArgs&, Stream&) { H2_THROW(UnsupportedError, "cpu attention_fwd: not written yet"); }
+using attention::Dims;
+using attention::kKeyBlock;
+using attention::kQueryBlock;
+
+// One thread's scratch, carved from a shared ScratchBuffer.
+struct FwdWorkspace {
+  float* scores;   // (kQueryBlock, kKeyBlock): scores, then probabilities, of one key chunk
+  float* acc;      // (kQueryBlock, D): unnormalised output rows
+  float* row_max;  // (kQueryBlock): running max of each row's scores
+  float* row_sum;  // (kQueryBlock): running sum of exp(score - row_max)
+  float* q_rows;   // (kQueryBlock, D): f32 copy of 16-bit q rows (f32 storage: none)
+  float* k_rows;   // (kKeyBlock, D): f32 copies of 16-bit k and v rows (f32 storage: none)
+  float* v_rows;
+
+  // `widened`: whether q, k and v need f32 copies (16-bit storage).
+  static int64_t floats(int64_t D, bool widened) {
+    return kQueryBlock * (kKeyBlock + D + 2) + (widened ? (kQueryBlock + 2 * kKeyBlock) * D : 0);
+  }
+  FwdWorkspace(float* base, int64_t D, bool widened)
+      : scores(base),
+        acc(scores + kQueryBlock * kKeyBlock),
+        row_max(acc + kQueryBlock * D),
+        row_sum(row_max + kQueryBlock),
+        q_rows(row_sum + kQueryBlock),
+        k_rows(q_rows + (widened ? kQueryBlock * D : 0)),
+        v_rows(k_rows + (widened ? kKeyBlock * D : 0)) {}
+};
+
+template <class T>
+struct FwdTensors {
+  const T* q;  // (B, T, H, D)
+  const T* k;  // (B, T, Hkv, D)
+  const T* v;  // (B, T, Hkv, D)
+  T* out;      // (B, T, H, D)
+  float* lse;  // (B, H, T)
+};
+
+// Folds one chunk's scores into the running softmax of `rows` query rows: turns the scores into
+// probabilities exp(s - new max) in place (0 for masked keys), ready for P @ V, and rescales the
+// earlier partial sums and output rows to the new max.
+void online_softmax_step(FwdWorkspace& ws, int64_t D, int64_t rows, int64_t cols, int64_t q0,
+                         int64_t k0, bool first_chunk) {
+  const bool diagonal = k0 + cols - 1 > q0;  // some key is later than the block's first query
+  for (int64_t i = 0; i < rows; ++i) {
+    float* p = ws.scores + i * kKeyBlock;
+    const int64_t n = diagonal ? attention::visible_keys(q0, i, k0, cols) : cols;
+    const float chunk_max = max_f32(p, n);
+    const float old_max = ws.row_max[i];
+    const float new_max = (first_chunk || chunk_max > old_max) ? chunk_max : old_max;
+    float sum = 0;
+#pragma omp simd simdlen(16) reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      p[j] = exp_f32(p[j] - new_max);
+      sum += p[j];
+    }
+    std::fill(p + n, p + cols, 0.0f);
+    if (first_chunk) {
+      ws.row_sum[i] = sum;
+    } else {
+      const float rescale = exp_f32(old_max - new_max);
+      ws.row_sum[i] = ws.row_sum[i] * rescale + sum;
+      if (rescale != 1.0f) {
+        float* acc = ws.acc + i * D;
+#pragma omp simd
+        for (int64_t c = 0; c < D; ++c) acc[c] *= rescale;
+      }
+    }
+    ws.row_max[i] = new_max;
+  }
+}
+
+// One task: query block qb of head h in batch entry b.
+template <class T>
+void forward_block(const FwdTensors<T>& t, const Dims& d, float scale, int64_t b, int64_t h,
+                   int64_t qb, FwdWorkspace& ws) {
+  const int64_t D = d.D;
+  const int64_t q_stride = d.H * D;
+  const int64_t kv_stride = d.Hkv * D;
+  const int64_t kvh = h / d.group();
+  const int64_t q0 = qb * kQueryBlock;
+  const int64_t rows = std::min(kQueryBlock, d.T - q0);
+  const int64_t q_offset = ((b * d.T + q0) * d.H + h) * D;
+
+  const attention::RowsF32 q = attention::rows_as_f32(t.q + q_offset, q_stride, rows, D, ws.q_rows);
+  for (int64_t k0 = 0; k0 < q0 + rows; k0 += kKeyBlock) {
+    const int64_t cols = std::min(kKeyBlock, q0 + rows - k0);
+    const int64_t kv_offset = ((b * d.T + k0) * d.Hkv + kvh) * D;
+    const bool first_chunk = k0 == 0;
+    const attention::RowsF32 k =
+        attention::rows_as_f32(t.k + kv_offset, kv_stride, cols, D, ws.k_rows);
+    // S = scale * Q K^T: (rows, cols).
+    sgemm(false, true, rows, cols, D, scale, q.data, q.ld, k.data, k.ld, 0.0f, ws.scores,
+          kKeyBlock);
+    online_softmax_step(ws, D, rows, cols, q0, k0, first_chunk);
+    // acc (+)= P V, with the earlier acc already rescaled to the current row maxima.
+    const attention::RowsF32 v =
+        attention::rows_as_f32(t.v + kv_offset, kv_stride, cols, D, ws.v_rows);
+    sgemm(false, false, rows, D, cols, 1.0f, ws.scores, kKeyBlock, v.data, v.ld,
+          first_chunk ? 0.0f : 1.0f, ws.acc, D);
+  }
+  // out = acc / row_sum; lse = row_max + log(row_sum), the logsumexp of the row's scores.
+  float* lse = t.lse + (b * d.H + h) * d.T + q0;
+  for (int64_t i = 0; i < rows; ++i) {
+    float* acc = ws.acc + i * D;
+    const float inv_sum = 1.0f / ws.row_sum[i];
+#pragma omp simd
+    for (int64_t c = 0; c < D; ++c) acc[c] *= inv_sum;
+    lse[i] = ws.row_max[i] + std::log(ws.row_sum[i]);
+  }
+  attention::store_rows(t.out + q_offset, q_stride, ws.acc, rows, D);
+}
+
+template <class T>
+void attention_fwd_typed(const AttentionFwdArgs& args, const Dims& d, Stream& stream) {
+  const FwdTensors<T> t{args.q.data_as<T>(), args.k.data_as<T>(), args.v.data_as<T>(),
+                        args.out.data_as<T>(), args.lse.data_as<float>()};
+  const float scale = d.softmax_scale(args.scale);
+  const int64_t blocks = d.query_blocks();
+  const int64_t heads = d.B * d.H;
+  const int threads = omp_get_max_threads();
+  constexpr bool widened = !std::is_same_v<T, float>;
+  const int64_t per_thread = attention::whole_cache_lines(FwdWorkspace::floats(d.D, widened));
+  ScratchBuffer<float> scratch(stream, size_t(threads * per_thread));
+#pragma omp parallel num_threads(threads)
+  {
+    FwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d.D, widened);
+    // Tasks in decreasing cost: all heads' last query blocks (which see every key) first, so the
+    // dynamic schedule ends on short tasks and the threads finish together.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < heads * blocks; ++task) {
+      const int64_t qb = blocks - 1 - task / heads;
+      const int64_t bh = task % heads;
+      forward_block(t, d, scale, bh / d.H, bh % d.H, qb, ws);
+    }
+  }
+}
+
+}  // namespace
+
+// q: (B, T, H, D), k, v: (B, T, Hkv, D) -> out: (B, T, H, D), lse: (B, H, T) f32.
+void attention_fwd(const AttentionFwdArgs& args, Stream& stream) {
+  const Dims d = attention::check_qkv("attention_fwd", args.q, args.k, args.v);
+  H2_CHECK(args.out.shape() == args.q.shape() && args.out.dtype() == args.q.dtype(),
+           "cpu attention_fwd: out {} {} must match q {} {}", dtype_name(args.out.dtype()),
+           args.out.shape().str(), dtype_name(args.q.dtype()), args.q.shape().str());
+  attention::check_lse("attention_fwd", args.lse, d);
+  attention::check_no_overlap("attention_fwd", args.out, "out", {&args.q, &args.k, &args.v});
+  attention::check_no_overlap("attention_fwd", args.lse, "lse", {&args.q, &args.k, &args.v});
+  if (d.B == 0 || d.T == 0 || d.H == 0) return;
+  H2_CHECK(d.D > 0, "cpu attention_fwd: head dim D is 0 in q {}", args.q.shape().str());
+  visit_float_dtype(args.q.dtype(), "attention_fwd",
+                    [&](auto tag) { attention_fwd_typed<decltype(tag)>(args, d, stream); });
+}
 
 }  // namespace h2::cpu

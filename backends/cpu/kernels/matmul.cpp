@@ -1,9 +1,167 @@
-// PLACEHOLDER: being written.
+// CPU matmul: out (S..., M, N) = alpha * op(a) @ op(b) + beta * out on OpenBLAS SGEMM.
+// Shapes: S... batch dims (product: batch), M rows of out, N columns, K the contracted extent;
+// a is (S..., M, K) or (S..., K, M) with trans_a, b likewise (N, K) with trans_b, or rank 2 and
+// shared over the batch (a linear layer's weight). Tensors are contiguous (kContiguous op).
+// f32 runs on the tensors in place; bf16/f16 are widened to f32 scratch, multiplied in f32 and
+// rounded back once, so the result differs from f32 by that final rounding only.
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "backends/cpu/kernels/cpu_floats.h"
+#include "backends/cpu/kernels/cpu_parallel.h"
+#include "backends/cpu/kernels/element.h"
+#include "backends/cpu/kernels/gemm_blas.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/scratch.h"
 #include "core/error.h"
 
 namespace h2::cpu {
+namespace {
 
-void matmul(const MatmulArgs&, Stream&) { H2_THROW(UnsupportedError, "cpu matmul: not written yet"); }
+// Below this many FLOPs per matrix one sgemm keeps a thread team poorly busy (OpenBLAS itself
+// uses one thread below 64^3 multiply-adds), so whole matrices go to separate threads.
+constexpr double kSmallGemmFlops = 2.0 * 256 * 256 * 256;
+
+struct MatmulDims {
+  int64_t batch = 1;  // product of S...
+  int64_t M = 0, N = 0, K = 0;
+  bool b_shared = false;  // b is (K, N) / (N, K) for every batch entry
+};
+
+std::string describe(const MatmulArgs& args) {
+  return fmt::format("out {} = a{} {} @ b{} {}", args.out.shape().str(), args.trans_a ? "^T" : "",
+                     args.a.shape().str(), args.trans_b ? "^T" : "", args.b.shape().str());
+}
+
+MatmulDims check_shapes(const MatmulArgs& args) {
+  const Tensor& out = args.out;
+  const Tensor& a = args.a;
+  const Tensor& b = args.b;
+  const int rank = out.rank();
+  H2_CHECK(rank >= 2 && a.rank() == rank && (b.rank() == rank || b.rank() == 2),
+           "cpu matmul: a and out need one rank >= 2 and b that rank or 2: {}", describe(args));
+  H2_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(),
+           "cpu matmul: dtypes differ: out {}, a {}, b {}", dtype_name(out.dtype()),
+           dtype_name(a.dtype()), dtype_name(b.dtype()));
+  MatmulDims d;
+  d.b_shared = b.rank() == 2 && rank > 2;
+  for (int i = 0; i < rank - 2; ++i) {
+    H2_CHECK(a.size(i) == out.size(i) && (d.b_shared || b.size(i) == out.size(i)),
+             "cpu matmul: batch dims differ: {}", describe(args));
+    d.batch *= out.size(i);
+  }
+  d.M = out.size(-2);
+  d.N = out.size(-1);
+  d.K = args.trans_a ? a.size(-2) : a.size(-1);
+  const int64_t a_m = args.trans_a ? a.size(-1) : a.size(-2);
+  const int64_t b_k = args.trans_b ? b.size(-1) : b.size(-2);
+  const int64_t b_n = args.trans_b ? b.size(-2) : b.size(-1);
+  H2_CHECK(a_m == d.M && b_k == d.K && b_n == d.N,
+           "cpu matmul: inner or outer extents do not match (M={}, N={}, K={}): {}", d.M, d.N, d.K,
+           describe(args));
+  H2_CHECK(d.M < INT_MAX && d.N < INT_MAX && d.K < INT_MAX,
+           "cpu matmul: an extent exceeds OpenBLAS's 32-bit index: {}", describe(args));
+  H2_CHECK(!out.may_alias(a) && !out.may_alias(b), "cpu matmul: out overlaps an input: {}",
+           describe(args));
+  return d;
+}
+
+// Widens or narrows n contiguous elements on every thread (memory bound).
+template <class From, class To>
+void convert(const From* src, To* dst, int64_t n) {
+  parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<To, float>) {
+      to_floats(src + begin, end - begin, dst + begin);
+    } else {
+      from_floats(src + begin, end - begin, dst + begin);
+    }
+  });
+}
+
+// Whether to hand whole matrices to separate threads (each sgemm single-threaded) instead of
+// running one multi-threaded sgemm after another. Small matrices always: one sgemm uses the team
+// poorly and each call would pay a fork/join. Large ones too when the batch splits evenly, as a
+// single-threaded sgemm on its own matrix never waits for a sibling; otherwise the imbalance of
+// the last round costs more than threading inside each sgemm.
+bool parallel_over_batch(const MatmulDims& d, int threads) {
+  if (threads <= 1 || d.batch <= 1) return false;
+  if (2.0 * double(d.M) * double(d.N) * double(d.K) < kSmallGemmFlops) return true;
+  const int64_t rounds = (d.batch + threads - 1) / threads;
+  return double(d.batch) >= 0.9 * double(rounds * threads);
+}
+
+// The f32 core on contiguous buffers shaped as MatmulDims says (c is read only when beta != 0).
+void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, const float* b,
+                float* c) {
+  if (d.K == 0) {  // empty sum: out = beta * out, and beta == 0 must not read out
+    parallel_for(d.batch * d.M * d.N, 1, [&](int64_t begin, int64_t end) {
+      if (args.beta == 0) {
+        std::fill(c + begin, c + end, 0.0f);
+      } else {
+        for (int64_t i = begin; i < end; ++i) c[i] *= args.beta;
+      }
+    });
+    return;
+  }
+  const int64_t lda = args.trans_a ? d.M : d.K;
+  const int64_t ldb = args.trans_b ? d.K : d.N;
+  // A shared b with row-major a makes the batch one tall matrix: (batch * M, K) @ op(b).
+  if (d.batch == 1 || (d.b_shared && !args.trans_a && d.batch * d.M < INT_MAX)) {
+    sgemm(args.trans_a, args.trans_b, d.batch * d.M, d.N, d.K, args.alpha, a, lda, b, ldb,
+          args.beta, c, d.N);
+    return;
+  }
+  const int64_t a_step = d.M * d.K;
+  const int64_t b_step = d.b_shared ? 0 : d.K * d.N;
+  const int64_t c_step = d.M * d.N;
+  auto one = [&](int64_t i) {
+    sgemm(args.trans_a, args.trans_b, d.M, d.N, d.K, args.alpha, a + i * a_step, lda,
+          b + i * b_step, ldb, args.beta, c + i * c_step, d.N);
+  };
+  if (parallel_over_batch(d, omp_get_max_threads())) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < d.batch; ++i) one(i);  // OpenBLAS stays single-threaded in here
+  } else {
+    for (int64_t i = 0; i < d.batch; ++i) one(i);
+  }
+}
+
+// bf16/f16: f32 copies of a, b (and out when beta reads it), one f32 product, one rounding.
+template <class T>
+void matmul_16bit(const MatmulDims& d, const MatmulArgs& args, Stream& stream) {
+  const int64_t a_elems = args.a.numel();
+  const int64_t b_elems = args.b.numel();
+  const int64_t c_elems = args.out.numel();
+  ScratchBuffer<float> a32(stream, size_t(a_elems));
+  ScratchBuffer<float> b32(stream, size_t(b_elems));
+  ScratchBuffer<float> c32(stream, size_t(c_elems));
+  convert(args.a.data_as<T>(), a32.data(), a_elems);
+  convert(args.b.data_as<T>(), b32.data(), b_elems);
+  if (args.beta != 0) convert(args.out.data_as<T>(), c32.data(), c_elems);
+  matmul_f32(d, args, a32.data(), b32.data(), c32.data());
+  convert(c32.data(), args.out.data_as<T>(), c_elems);
+}
+
+}  // namespace
+
+// out: (S..., M, N) = alpha * op(a) @ op(b) + beta * out; a, b, out: f32, bf16 or f16.
+void matmul(const MatmulArgs& args, Stream& stream) {
+  const MatmulDims d = check_shapes(args);
+  if (d.batch == 0 || d.M == 0 || d.N == 0) return;
+  visit_float_dtype(args.out.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      matmul_f32(d, args, args.a.data_as<float>(), args.b.data_as<float>(),
+                 args.out.data_as<float>());
+    } else {
+      matmul_16bit<T>(d, args, stream);
+    }
+  });
+}
 
 }  // namespace h2::cpu

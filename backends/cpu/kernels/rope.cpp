@@ -1,11 +1,113 @@
-// PLACEHOLDER: being written.
+// Rotary position embedding, Hugging Face rotate_half layout (pairs i and i + D/2). The cos/sin
+// tables (T x D/2) are computed per call in double and rounded to float; the rotation itself is
+// FP32. rope_bwd rotates by the negated angle (the transposed rotation). Each pair is read before
+// it is written, so out may alias x.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/kernels/cpu_floats.h"
+#include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/scratch.h"
 #include "core/error.h"
 
 namespace h2::cpu {
+namespace {
 
-void rope_fwd(const RopeArgs&, Stream&) { H2_THROW(UnsupportedError, "cpu rope_fwd: not written yet"); }
+// Positions per table block: libm gives cos and sin of each block's first angle, the others
+// follow by one angle addition with the exact steps k * freq (k < kStep), all in double.
+constexpr int64_t kStep = 32;
 
-void rope_bwd(const RopeArgs&, Stream&) { H2_THROW(UnsupportedError, "cpu rope_bwd: not written yet"); }
+// cos_t, sin_t: (T, D/2) = cos and sign * sin of (offset + t) * freq[i], rounded to float.
+void rope_table(Stream& stream, const double* freq, int64_t seq, int64_t half, int64_t offset,
+                float sign, float* cos_t, float* sin_t) {
+  const int64_t steps = std::min(kStep, seq), blocks = ceil_div(seq, kStep);
+  ScratchBuffer<double> step_buf(stream, size_t(2 * steps * half));
+  ScratchBuffer<double> base_buf(stream, size_t(2 * blocks * half));
+  double *step_cos = step_buf.data(), *step_sin = step_cos + steps * half;
+  for (int64_t k = 0; k < steps; ++k)
+    for (int64_t i = 0; i < half; ++i) {
+      step_cos[k * half + i] = std::cos(double(k) * freq[i]);
+      step_sin[k * half + i] = std::sin(double(k) * freq[i]);
+    }
+  parallel_for(blocks, kStep * half * 4 + half * 40, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double *base_cos = base_buf.data() + 2 * b * half, *base_sin = base_cos + half;
+      const double pos = double(offset + b * kStep);
+      for (int64_t i = 0; i < half; ++i) {
+        base_cos[i] = std::cos(pos * freq[i]);
+        base_sin[i] = std::sin(pos * freq[i]);
+      }
+      for (int64_t k = 0; k < std::min(kStep, seq - b * kStep); ++k) {
+        const double *sc = step_cos + k * half, *ss = step_sin + k * half;
+        float *ct = cos_t + (b * kStep + k) * half, *st = sin_t + (b * kStep + k) * half;
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i) {
+          ct[i] = float(base_cos[i] * sc[i] - base_sin[i] * ss[i]);
+          st[i] = sign * float(base_sin[i] * sc[i] + base_cos[i] * ss[i]);
+        }
+      }
+    }
+  });
+}
+
+// x, out: (B, T, H, D); sign +1 rotates by +angle (forward), -1 by -angle (backward).
+void rope(const RopeArgs& args, Stream& stream, const char* op, float sign) {
+  const Tensor& xt = args.x;
+  H2_CHECK(xt.defined(), "{}: x is undefined", op);
+  H2_CHECK(xt.rank() == 4, "{}: x {} must be (B, T, H, D)", op, xt.shape().str());
+  check_same_shape(op, args.out, "out", xt, "x");
+  const int64_t seq = xt.size(1), heads = xt.size(2), dim = xt.size(3), half = dim / 2;
+  H2_CHECK(dim % 2 == 0, "{}: head dim D={} of x {} must be even", op, dim, xt.shape().str());
+  H2_CHECK(args.theta > 0, "{}: theta {} must be positive", op, args.theta);
+  const int64_t rows = xt.numel() / std::max<int64_t>(dim, 1);
+  if (xt.numel() == 0) return;
+  const FloatIn x(xt, op, "x");
+  const FloatOut out(args.out, op, "out");
+
+  ScratchBuffer<double> freq_buf(stream, size_t(half));
+  double* freq = freq_buf.data();
+  for (int64_t i = 0; i < half; ++i)
+    freq[i] = std::pow(double(args.theta), -2.0 * double(i) / double(dim));
+  ScratchBuffer<float> cos_buf(stream, size_t(seq * half)), sin_buf(stream, size_t(seq * half));
+  const float *cos_t = cos_buf.data(), *sin_t = sin_buf.data();
+  rope_table(stream, freq, seq, half, args.position_offset, sign, cos_buf.data(), sin_buf.data());
+
+  parallel_for(rows, 2 * dim, [&](int64_t r0, int64_t r1) {
+    float lo_buf[kChunk], hi_buf[kChunk], out_lo[kChunk], out_hi[kChunk];
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t t = (r / heads) % seq;
+      for (int64_t c = 0; c < half; c += kChunk) {  // pairs (c + i, half + c + i)
+        const int64_t len = std::min(kChunk, half - c), lo_at = r * dim + c, hi_at = lo_at + half;
+        const float* cs = cos_t + t * half + c;
+        const float* sn = sin_t + t * half + c;
+        const float* lo = x.read(lo_at, len, lo_buf);
+        const float* hi = x.read(hi_at, len, hi_buf);
+        float* olo = out.target(lo_at, out_lo);
+        float* ohi = out.target(hi_at, out_hi);
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i) {
+          const float a = lo[i], b = hi[i];  // both halves read before either is written
+          olo[i] = a * cs[i] - b * sn[i];
+          ohi[i] = b * cs[i] + a * sn[i];
+        }
+        out.commit(lo_at, len, olo);
+        out.commit(hi_at, len, ohi);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+// x: (B, T, H, D) -> out: (B, T, H, D) rotated by (position_offset + t) * theta^(-2i/D).
+void rope_fwd(const RopeArgs& args, Stream& stream) {
+  rope(args, stream, "rope_fwd", 1.0f);
+}
+
+// dout: (B, T, H, D) (args.x) -> dx: (B, T, H, D) (args.out), the inverse rotation.
+void rope_bwd(const RopeArgs& args, Stream& stream) {
+  rope(args, stream, "rope_bwd", -1.0f);
+}
 
 }  // namespace h2::cpu

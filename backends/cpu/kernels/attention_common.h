@@ -1,0 +1,109 @@
+// Pieces shared by the CPU flash-attention kernels (attention_fwd.cpp, attention_bwd.cpp): block
+// sizes, shape checks, and moving blocks of head rows between the (B, T, H, D) tensors and f32.
+// Glossary: B batch, T sequence, H query heads, Hkv key/value heads (query head h reads kv head
+// h / G, G = H / Hkv), D head dim. "Scores" are scale * q.k, the softmax's inputs.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "backends/cpu/kernels/cpu_floats.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace h2::cpu::attention {
+
+// A task's query rows come in blocks of kQueryBlock; keys stream past them in chunks of
+// kKeyBlock, so per-thread memory is O(kQueryBlock * (kKeyBlock + D)) whatever T is. OpenBLAS
+// repacks both operands on every call, so the sgemms must be wide (128 x 512 x D) to amortise
+// that; measured on AVX-512, 128 x 512 beat 64 x 64, 64 x 256 and 256 x 256 from T = 256 to
+// 2048, and its 256 KiB score block stays in L2. Chunks a multiple of kQueryBlock start at or
+// before any block they serve, so every row sees at least one key of every chunk it visits.
+inline constexpr int64_t kQueryBlock = 128;
+inline constexpr int64_t kKeyBlock = 512;
+static_assert(kKeyBlock % kQueryBlock == 0);
+
+struct Dims {
+  int64_t B = 0, T = 0, H = 0, Hkv = 0, D = 0;
+  int64_t group() const { return H / Hkv; }  // query heads per kv head
+  int64_t query_blocks() const { return (T + kQueryBlock - 1) / kQueryBlock; }
+  // The softmax scale: the op's, or 1/sqrt(D) when that is 0.
+  float softmax_scale(float scale) const {
+    return scale == 0 ? float(1.0 / std::sqrt(double(D))) : scale;
+  }
+};
+
+inline bool same_shape(const Tensor& t, const Shape& s) {
+  return t.shape() == s;
+}
+
+// Per-thread workspace sizes round up to whole 64-byte lines: threads never share a line.
+inline int64_t whole_cache_lines(int64_t floats) {
+  return (floats + 15) / 16 * 16;
+}
+
+// Checks q (B, T, H, D), k and v (B, T, Hkv, D) with H % Hkv == 0, and one dtype for the three.
+inline Dims check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  H2_CHECK(q.rank() == 4 && k.rank() == 4, "cpu {}: q {} and k {} must be (B, T, H, D)", op,
+           q.shape().str(), k.shape().str());
+  Dims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
+  H2_CHECK(k.size(0) == d.B && k.size(1) == d.T && k.size(3) == d.D && same_shape(v, k.shape()),
+           "cpu {}: q {} needs k and v of shape (B, T, Hkv, D); got k {}, v {}", op,
+           q.shape().str(), k.shape().str(), v.shape().str());
+  H2_CHECK((d.H == 0 && d.Hkv == 0) || (d.Hkv > 0 && d.H % d.Hkv == 0),
+           "cpu {}: H = {} query heads is not a multiple of Hkv = {} kv heads", op, d.H, d.Hkv);
+  H2_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), "cpu {}: q {}, k {}, v {} differ", op,
+           dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
+  return d;
+}
+
+// Checks that an output shares no memory with the op's inputs (blocks are read after others
+// have been written).
+inline void check_no_overlap(const char* op, const Tensor& out, const char* name,
+                             std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* in : inputs)
+    H2_CHECK(!out.may_alias(*in), "cpu {}: output {} {} overlaps an input", op, name,
+             out.shape().str());
+}
+
+// Checks a saved logsumexp: lse (B, H, T) f32.
+inline void check_lse(const char* op, const Tensor& lse, const Dims& d) {
+  H2_CHECK(lse.dtype() == DType::f32 && same_shape(lse, Shape{d.B, d.H, d.T}),
+           "cpu {}: lse must be f32 ({}, {}, {}) = (B, H, T); got {} {}", op, d.B, d.H, d.T,
+           dtype_name(lse.dtype()), lse.shape().str());
+}
+
+// A (rows, D) block of head rows as the sgemm calls read it: rows `ld` floats apart.
+struct RowsF32 {
+  const float* data;
+  int64_t ld;
+};
+
+// Rows of one head, `stride` elements apart in a (B, T, heads, D) tensor, as f32: f32 storage is
+// read in place; bf16/f16 rows are widened into `buffer` (rows * D floats).
+template <class T>
+RowsF32 rows_as_f32(const T* first, int64_t stride, int64_t rows, int64_t D, float* buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return {first, stride};
+  } else {
+    for (int64_t r = 0; r < rows; ++r) to_floats(first + r * stride, D, buffer + r * D);
+    return {buffer, D};
+  }
+}
+
+// Stores `rows` f32 rows of D values (packed, D apart) into rows `stride` apart, rounding.
+template <class T>
+void store_rows(T* first, int64_t stride, const float* src, int64_t rows, int64_t D) {
+  for (int64_t r = 0; r < rows; ++r) from_floats(src + r * D, D, first + r * stride);
+}
+
+// The causal mask inside one (query block, key chunk) pair: query row i (position q0 + i) sees
+// keys up to q0 + i, so this many of the chunk's `cols` keys starting at position k0.
+inline int64_t visible_keys(int64_t q0, int64_t i, int64_t k0, int64_t cols) {
+  const int64_t n = q0 + i - k0 + 1;
+  return n < 0 ? 0 : (n > cols ? cols : n);
+}
+
+}  // namespace h2::cpu::attention

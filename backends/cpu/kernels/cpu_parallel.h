@@ -1,0 +1,49 @@
+// Parallel loops for the CPU kernels: OpenMP with static partitioning, so every thread gets one
+// contiguous range and results never depend on timing, and a work threshold below which the loop
+// runs on the calling thread (small tensors do not pay the fork/join cost). Loop bodies must not
+// throw: kernels validate their arguments before entering a parallel loop.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace h2::cpu {
+
+// Units of work (about one element touched) below which one extra thread does not pay off.
+inline constexpr int64_t kParallelGrain = 1 << 15;
+
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Calls fn(begin, end) on disjoint ranges that cover [0, n) in order, one range per thread.
+// `cost` is the work of one index (elements it touches), used only to pick the thread count.
+template <class Fn>
+void parallel_for(int64_t n, int64_t cost, Fn&& fn) {
+  if (n <= 0) return;
+  int64_t useful = std::max<int64_t>(1, n * std::max<int64_t>(cost, 1) / kParallelGrain);
+  int threads = int(std::min<int64_t>({omp_get_max_threads(), useful, n}));
+  if (threads <= 1 || omp_in_parallel()) {
+    fn(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+    int64_t begin = n * t / count, end = n * (t + 1) / count;
+    if (begin < end) fn(begin, end);
+  }
+}
+
+// Calls fn(begin, length) on consecutive chunks of at most `chunk` indices of [0, n); threads
+// take contiguous runs of chunks. The chunk boundaries depend only on n and chunk.
+template <class Fn>
+void parallel_chunks(int64_t n, int64_t chunk, int64_t cost, Fn&& fn) {
+  parallel_for(ceil_div(n, chunk), chunk * cost, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) fn(c * chunk, std::min(chunk, n - c * chunk));
+  });
+}
+
+}  // namespace h2::cpu
