@@ -1,0 +1,154 @@
+// Conformance of matmul: every transpose combination on odd shapes, batched and shared-weight
+// operands, alpha/beta semantics (beta == 0 must not read out; K == 0 gives beta*out), 0-size and
+// 1x1x1 edges, non-contiguous operands and the model's linear-layer shapes. Weights are drawn with
+// the 1/sqrt(K) scale of an initialised layer, so outputs are O(1) as in training.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/ops.h"
+#include "tests/ops/conformance.h"
+
+namespace h2::test {
+namespace {
+
+struct MatmulCase {
+  ref::MatmulDims d;
+  float alpha = 1;
+  float beta = 0;
+  bool batched = false;  // a and out carry a leading S dim (even when S == 1)
+};
+
+std::string describe(const MatmulCase& c) {
+  return fmt::format(
+      "out (S={}, M={}, N={}, K={}) trans_a={} trans_b={} b_shared={} alpha={} "
+      "beta={}",
+      c.d.S, c.d.M, c.d.N, c.d.K, c.d.trans_a, c.d.trans_b, c.d.b_shared, c.alpha, c.beta);
+}
+
+Shape with_batch(const MatmulCase& c, bool batch, int64_t r, int64_t k) {
+  return batch ? Shape{c.d.S, r, k} : Shape{r, k};
+}
+
+// Runs one matmul with random operands and compares with the double reference; noncontiguous
+// makes a a transposed view and b a padded view (rank-2 cases).
+void check_matmul(OpConformance& t, const MatmulCase& c, bool noncontiguous = false) {
+  const ref::MatmulDims& d = c.d;
+  Shape sa = c.d.trans_a ? with_batch(c, c.batched, d.K, d.M) : with_batch(c, c.batched, d.M, d.K);
+  bool b_batch = c.batched && !d.b_shared;
+  Shape sb = c.d.trans_b ? with_batch(c, b_batch, d.N, d.K) : with_batch(c, b_batch, d.K, d.N);
+  Shape so = with_batch(c, c.batched, d.M, d.N);
+  float w = 1.0f / std::sqrt(float(std::max<int64_t>(d.K, 1)));
+  auto a = t.rand(sa.numel()), b = t.rand(sb.numel(), -w, w);
+  auto o = t.rand(so.numel());
+  Tensor ta, tb;
+  if (noncontiguous && sa.rank() == 2) {
+    ta = t.transposed(a, sa[0], sa[1], t.dt());
+    tb = t.padded(b, sb, t.dt());
+  } else {
+    ta = t.upload(a, sa);
+    tb = t.upload(b, sb);
+  }
+  Tensor out = c.beta != 0 ? t.upload(o, so) : t.nans(so, t.dt());
+  ops::matmul({.out = out,
+               .a = ta,
+               .b = tb,
+               .trans_a = d.trans_a,
+               .trans_b = d.trans_b,
+               .alpha = c.alpha,
+               .beta = c.beta});
+  t.expect_close(describe(c), out,
+                 ref::matmul(to_double(a), to_double(b), to_double(o), d, c.alpha, c.beta));
+}
+
+TEST_P(OpConformance, matmul_odd_every_transpose) {
+  H2_REQUIRE_OP(Op::matmul);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      check_matmul(*this, {.d = {.M = 7, .N = 5, .K = 13, .trans_a = ta, .trans_b = tb}});
+}
+
+TEST_P(OpConformance, matmul_single_element) {
+  H2_REQUIRE_OP(Op::matmul);
+  check_matmul(*this, {.d = {.M = 1, .N = 1, .K = 1}});
+}
+
+TEST_P(OpConformance, matmul_batched) {
+  H2_REQUIRE_OP(Op::matmul);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      check_matmul(*this, {.d = {.S = 3, .M = 7, .N = 5, .K = 13, .trans_a = ta, .trans_b = tb},
+                           .batched = true});
+}
+
+TEST_P(OpConformance, matmul_batched_shared_b) {
+  H2_REQUIRE_OP(Op::matmul);
+  for (bool tb : {false, true})
+    check_matmul(*this, {.d = {.S = 3, .M = 9, .N = 6, .K = 11, .trans_b = tb, .b_shared = true},
+                         .batched = true});
+}
+
+TEST_P(OpConformance, matmul_alpha_beta_accumulate) {
+  H2_REQUIRE_OP(Op::matmul);
+  check_matmul(*this, {.d = {.M = 7, .N = 5, .K = 13}, .alpha = 2.0f, .beta = 0.5f});
+  check_matmul(*this, {.d = {.M = 6, .N = 4, .K = 10, .trans_a = true}, .beta = 1.0f});
+  check_matmul(*this, {.d = {.S = 2, .M = 5, .N = 3, .K = 8, .trans_b = true, .b_shared = true},
+                       .alpha = -1.0f,
+                       .beta = 1.0f,
+                       .batched = true});
+}
+
+TEST_P(OpConformance, matmul_beta0_does_not_read_out) {
+  H2_REQUIRE_OP(Op::matmul);  // out is prefilled with NaN: any read would propagate
+  check_matmul(*this, {.d = {.M = 7, .N = 5, .K = 13}, .alpha = 0.5f});
+}
+
+TEST_P(OpConformance, matmul_k0_gives_beta_out) {
+  H2_REQUIRE_OP(Op::matmul);
+  check_matmul(*this, {.d = {.M = 4, .N = 6, .K = 0}, .beta = 0.75f});
+  check_matmul(*this, {.d = {.M = 4, .N = 6, .K = 0}});  // beta 0: zeros
+  check_matmul(
+      *this,
+      {.d = {.S = 2, .M = 3, .N = 2, .K = 0, .trans_a = true}, .beta = -1.0f, .batched = true});
+}
+
+TEST_P(OpConformance, matmul_zero_size) {
+  H2_REQUIRE_OP(Op::matmul);
+  check_matmul(*this, {.d = {.M = 0, .N = 5, .K = 3}});
+  check_matmul(*this, {.d = {.M = 4, .N = 0, .K = 3}});
+  check_matmul(*this, {.d = {.S = 0, .M = 2, .N = 5, .K = 3}, .batched = true});
+}
+
+TEST_P(OpConformance, matmul_noncontiguous) {
+  H2_REQUIRE_OP(Op::matmul);
+  check_matmul(*this, {.d = {.M = 7, .N = 5, .K = 13}}, true);
+  check_matmul(*this, {.d = {.M = 6, .N = 9, .K = 4, .trans_a = true, .trans_b = true}}, true);
+}
+
+// B=2, T=64, C=256, ffn 688, vocab 1000: the linear layers as the model calls them.
+TEST_P(OpConformance, matmul_model_up_proj) {
+  H2_REQUIRE_OP(Op::matmul);
+  check_matmul(*this,
+               {.d = {.S = 2, .M = 64, .N = 688, .K = 256, .trans_b = true, .b_shared = true},
+                .batched = true});
+}
+
+TEST_P(OpConformance, matmul_model_down_proj) {
+  H2_REQUIRE_OP(Op::matmul);
+  check_matmul(*this,
+               {.d = {.S = 2, .M = 64, .N = 256, .K = 688, .trans_b = true, .b_shared = true},
+                .batched = true});
+}
+
+TEST_P(OpConformance, matmul_model_lm_head) {
+  H2_REQUIRE_OP(Op::matmul);
+  check_matmul(*this, {.d = {.M = 128, .N = 1000, .K = 256, .trans_b = true}});
+}
+
+TEST_P(OpConformance, matmul_model_weight_grad) {
+  H2_REQUIRE_OP(Op::matmul);  // dW (688, 256) += dOut^T (688, 128) @ x (128, 256)
+  check_matmul(*this, {.d = {.M = 688, .N = 256, .K = 128, .trans_a = true}, .beta = 1.0f});
+}
+
+}  // namespace
+}  // namespace h2::test

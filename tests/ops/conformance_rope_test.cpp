@@ -1,0 +1,127 @@
+// Conformance of rotary embedding (Hugging Face rotate_half): forward and inverse rotation on edge
+// and model shapes, a q slice of a fused qkv tensor (non-contiguous), out aliasing x, an offset
+// sequence equal to the slice of a longer one, and rope_bwd(rope_fwd(x)) == x. Positions stay
+// below ~100 so that FP32 angle arithmetic (error ~ 1e-7 * position) fits the f32 tolerance.
+#include <fmt/format.h>
+
+#include "core/ops.h"
+#include "core/tensor_host.h"
+#include "tests/ops/conformance.h"
+
+namespace h2::test {
+namespace {
+
+struct RopeCase {
+  int64_t B, T, H, D;
+  int64_t offset = 0;
+  float theta = 10000;
+};
+
+std::string describe(const RopeCase& c) {
+  return fmt::format("(B={}, T={}, H={}, D={}) offset={} theta={}", c.B, c.T, c.H, c.D, c.offset,
+                     c.theta);
+}
+
+void run_rope(Op op, const Tensor& out, const Tensor& x, const RopeCase& c) {
+  RopeArgs args{.out = out, .x = x, .theta = c.theta, .position_offset = c.offset};
+  if (op == Op::rope_fwd)
+    ops::rope_fwd(args);
+  else
+    ops::rope_bwd(args);
+}
+
+// fused: x is the q part (first H heads) of a (B, T, H + 2, D) fused qkv tensor.
+void check_rope(OpConformance& t, Op op, const RopeCase& c, bool fused = false) {
+  Shape shape{c.B, c.T, c.H, c.D};
+  auto x = t.rand(shape.numel());
+  Tensor tx = t.upload(x, shape);
+  if (fused) {
+    int64_t W = c.H + 2;
+    std::vector<float> qkv(size_t(c.B * c.T * W * c.D), 0.5f);
+    for (int64_t bt = 0; bt < c.B * c.T; ++bt)
+      std::copy_n(x.begin() + bt * c.H * c.D, c.H * c.D, qkv.begin() + bt * W * c.D);
+    tx = t.upload(qkv, {c.B, c.T, W, c.D}).slice(2, 0, c.H);
+  }
+  Tensor out = t.nans(shape, t.dt());
+  run_rope(op, out, tx, c);
+  int direction = op == Op::rope_fwd ? 1 : -1;
+  t.expect_close(fmt::format("out {}{}", describe(c), fused ? " fused qkv" : ""), out,
+                 ref::rope(to_double(x), c.B, c.T, c.H, c.D, c.theta, c.offset, direction));
+}
+
+const RopeCase kEdgeCases[] = {
+    {1, 1, 1, 2},            // smallest: one pair
+    {2, 7, 3, 8},            // odd T and H
+    {1, 5, 2, 6, 17, 5e5f},  // offset, Llama-3 theta, D/2 odd
+    {2, 0, 2, 4},            // T == 0
+};
+
+TEST_P(OpConformance, rope_fwd_shapes) {
+  H2_REQUIRE_OP(Op::rope_fwd);
+  for (const RopeCase& c : kEdgeCases) check_rope(*this, Op::rope_fwd, c);
+  check_rope(*this, Op::rope_fwd, {2, 5, 3, 8, 3}, true);
+}
+
+TEST_P(OpConformance, rope_bwd_shapes) {
+  H2_REQUIRE_OP(Op::rope_bwd);
+  for (const RopeCase& c : kEdgeCases) check_rope(*this, Op::rope_bwd, c);
+  check_rope(*this, Op::rope_bwd, {2, 5, 3, 8, 3}, true);
+}
+
+TEST_P(OpConformance, rope_fwd_model) {
+  H2_REQUIRE_OP(Op::rope_fwd);
+  check_rope(*this, Op::rope_fwd, {2, 64, 4, 64});
+  check_rope(*this, Op::rope_fwd, {2, 64, 2, 64});  // the k heads (Hkv = 2)
+}
+
+TEST_P(OpConformance, rope_bwd_model) {
+  H2_REQUIRE_OP(Op::rope_bwd);
+  check_rope(*this, Op::rope_bwd, {2, 64, 4, 64});
+}
+
+TEST_P(OpConformance, rope_fwd_out_aliases_x) {
+  H2_REQUIRE_OP(Op::rope_fwd);
+  H2_REQUIRE_OP(Op::rope_bwd);
+  RopeCase c{2, 9, 3, 16, 4};
+  for (Op op : {Op::rope_fwd, Op::rope_bwd}) {
+    auto x = rand(c.B * c.T * c.H * c.D);
+    Tensor tx = upload(x, {c.B, c.T, c.H, c.D});
+    run_rope(op, tx, tx, c);
+    expect_close(fmt::format("{} in place {}", op_name(op), describe(c)), tx,
+                 ref::rope(to_double(x), c.B, c.T, c.H, c.D, c.theta, c.offset,
+                           op == Op::rope_fwd ? 1 : -1));
+  }
+}
+
+// Decoding positions [7, 20) with position_offset 7 equals rotating the whole sequence and slicing.
+TEST_P(OpConformance, rope_fwd_offset_equals_longer_slice) {
+  H2_REQUIRE_OP(Op::rope_fwd);
+  const int64_t B = 2, T = 20, H = 3, D = 8, start = 7;
+  auto x = rand(B * T * H * D);
+  Tensor long_out = nans({B, T, H, D}, dt());
+  run_rope(Op::rope_fwd, long_out, upload(x, {B, T, H, D}), {B, T, H, D});
+  std::vector<float> tail;
+  for (int64_t b = 0; b < B; ++b)
+    tail.insert(tail.end(), x.begin() + (b * T + start) * H * D, x.begin() + (b + 1) * T * H * D);
+  Tensor short_out = nans({B, T - start, H, D}, dt());
+  run_rope(Op::rope_fwd, short_out, upload(tail, {B, T - start, H, D}),
+           {B, T - start, H, D, start});
+  std::vector<float> sliced = tensor_to_floats(long_out.slice(1, start, T));
+  expect_close("offset output vs slice of the longer sequence", short_out, to_double(sliced));
+}
+
+TEST_P(OpConformance, rope_bwd_inverts_fwd) {
+  H2_REQUIRE_OP(Op::rope_fwd);
+  H2_REQUIRE_OP(Op::rope_bwd);
+  for (RopeCase c : {RopeCase{2, 11, 3, 8, 5}, RopeCase{2, 64, 4, 64}}) {
+    auto x = rand(c.B * c.T * c.H * c.D);
+    Shape shape{c.B, c.T, c.H, c.D};
+    Tensor y = nans(shape, dt()), back = nans(shape, dt());
+    run_rope(Op::rope_fwd, y, upload(x, shape), c);
+    run_rope(Op::rope_bwd, back, y, c);
+    expect_close(fmt::format("rope_bwd(rope_fwd(x)) vs x {}", describe(c)), back, to_double(x));
+  }
+}
+
+}  // namespace
+}  // namespace h2::test
