@@ -1,0 +1,29 @@
+// The CUDA backend's kernel table: every op, for f32, bf16 and f16 storage (FP32 arithmetic);
+// copy and fill also move integer tensors (same dtype in and out).
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernels/kernels.h"
+
+namespace h2::cuda {
+namespace {
+
+KernelTable make_table() {
+  KernelTable table;
+  const DTypeSet floats{DType::f32, DType::bf16, DType::f16};
+#define H2_OP(name, Args, layout, summary) \
+  table.name = &cuda::name;                \
+  table.name##_dtypes = floats;
+#include "core/ops.def"
+#undef H2_OP
+  table.copy_dtypes = floats | DTypeSet{DType::i32, DType::i64, DType::u8};
+  table.fill_dtypes = table.copy_dtypes;
+  return table;
+}
+
+}  // namespace
+
+const KernelTable& cuda_kernel_table() {
+  static const KernelTable table = make_table();
+  return table;
+}
+
+}  // namespace h2::cuda
