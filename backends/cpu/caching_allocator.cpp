@@ -1,10 +1,10 @@
 // Size classes, free lists and capacity accounting (see caching_allocator.h).
 #include "backends/cpu/caching_allocator.h"
 
-#include <bit>
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/size_class.h"
 
 namespace h2::cpu {
 namespace {
@@ -20,11 +20,7 @@ CachingHostAllocator::~CachingHostAllocator() {
 }
 
 size_t CachingHostAllocator::size_class(size_t bytes) {
-  if (bytes <= 4096) return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  // Four classes per power of two: 2^k * {1, 1.25, 1.5, 1.75}.
-  size_t top = std::bit_floor(bytes);
-  size_t quarter = top / 4;
-  return (bytes + quarter - 1) / quarter * quarter;
+  return allocation_size_class(bytes, kAlignment);
 }
 
 void* CachingHostAllocator::allocate(size_t bytes) {

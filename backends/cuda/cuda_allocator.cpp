@@ -2,11 +2,11 @@
 #include "backends/cuda/cuda_allocator.h"
 
 #include <algorithm>
-#include <bit>
 
 #include "backends/cuda/cuda_check.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/size_class.h"
 
 namespace h2::cuda {
 
@@ -27,10 +27,7 @@ CudaCachingAllocator::~CudaCachingAllocator() {
 }
 
 size_t CudaCachingAllocator::size_class(size_t bytes) {
-  constexpr size_t kSmallQuantum = 512;
-  if (bytes <= 4096) return (bytes + kSmallQuantum - 1) / kSmallQuantum * kSmallQuantum;
-  size_t quarter = std::bit_floor(bytes) / 4;
-  return (bytes + quarter - 1) / quarter * quarter;
+  return allocation_size_class(bytes, 512);
 }
 
 void* CudaCachingAllocator::allocate(size_t bytes) {
