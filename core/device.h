@@ -49,13 +49,12 @@ struct AllocatorStats {
   int64_t allocations = 0;         // calls to allocate()
 };
 
-class Stream;
-
-// Stream-ordered memory. Thread-safe.
+// Device memory. Thread-safe.
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  // Returns at least `bytes` (64-byte aligned; nullptr for 0 bytes) usable by work on `stream`.
+  // Returns at least `bytes` (64-byte aligned; nullptr for 0 bytes). Blocks belong to the device,
+  // not a stream: a backend with asynchronous streams makes reuse safe across its streams.
   // Throws OutOfMemoryError naming the device, the request and the free bytes. Does not block.
   virtual void* allocate(size_t bytes) = 0;
   // Returns memory from allocate(); `bytes` must be the size that was asked for.

@@ -37,27 +37,53 @@ Device& common_device(Op op, Args& args) {
   return *device;
 }
 
-// Replaces every non-contiguous tensor by a contiguous one. Returns the (view, temporary) pairs
-// of outputs that must be copied back after the kernel ran.
+// Replaces every non-contiguous tensor by a contiguous copy made on `stream`. Returns the
+// (view, temporary) pairs of outputs that must be copied back after the kernel ran.
 template <class Args>
-std::vector<std::pair<Tensor, Tensor>> make_contiguous(Args& args) {
+std::vector<std::pair<Tensor, Tensor>> make_contiguous(Args& args, Stream& stream) {
   std::vector<std::pair<Tensor, Tensor>> write_back;
   for (const TensorSlot& slot : args.slots()) {
     Tensor& t = *slot.tensor;
     if (!t.defined() || t.is_contiguous()) continue;
-    Tensor dense = t.contiguous();  // copies current values: inout slots need them
+    // inout slots need the current values; pure outputs only need the space.
+    Tensor dense = slot.role == TensorRole::out ? Tensor::empty(t.shape(), t.dtype(), t.device())
+                                                : t.contiguous(&stream);
     if (writes(slot.role)) write_back.emplace_back(t, dense);
     t = dense;
   }
   return write_back;
 }
 
-// Copies of every tensor on the CPU device (contiguous, same dtype).
+// Copies every written slot of `from` into the same slot of `into` (any devices), on `stream`
+// where the copy runs on into's device.
+template <class Args>
+void copy_outputs(Args& into, Args& from, Stream& stream) {
+  auto into_slots = into.slots();
+  auto from_slots = from.slots();
+  for (size_t i = 0; i < into_slots.size(); ++i)
+    if (writes(into_slots[i].role) && into_slots[i].tensor->defined())
+      into_slots[i].tensor->copy_from(*from_slots[i].tensor, &stream);
+}
+
+// Copies of every tensor on the CPU device (contiguous, same dtype). The caller has
+// synchronised the stream that produced them.
 template <class Args>
 Args to_cpu(Args args, Device& cpu) {
   for (const TensorSlot& slot : args.slots())
     if (slot.tensor->defined()) *slot.tensor = slot.tensor->to(cpu);
   return args;
+}
+
+// Every tensor's dtype must be one the device stores (the key dtype is also checked against the
+// kernel's own list by Device::supports).
+template <class Args>
+void check_storage_dtypes(Op op, Args& args, const Device& device) {
+  for (const TensorSlot& slot : args.slots()) {
+    const Tensor& t = *slot.tensor;
+    if (t.defined() && !device.props().dtypes.contains(t.dtype()))
+      H2_THROW(UnsupportedError, "{}: '{}' has dtype {}, which {} ({}) does not support",
+               op_name(op), slot.name, dtype_name(t.dtype()), device.str(), device.props().name);
+  }
 }
 
 template <class Args>
@@ -80,6 +106,20 @@ void check_against_cpu(Op op, Args& device_args, Args& cpu_args, Runtime& runtim
 }
 
 template <class Args>
+void run_on_cpu(Op op, KernelFn<Args> KernelTable::*slot, Args& args, Device& device, Stream& s) {
+  Runtime& runtime = device.runtime();
+  Device& cpu = runtime.cpu();
+  H2_CHECK(cpu.supports(op, args.key_dtype()), "{} falls back to cpu, which lacks it for {}",
+           op_name(op), dtype_name(args.key_dtype()));
+  if (runtime.first_time(fmt::format("fallback {} {}", op_name(op), device.str())))
+    H2_LOG_WARN("H2_FALLBACK_OPS: running {} for {} on cpu with copies", op_name(op), device.str());
+  s.synchronize();
+  Args cpu_args = to_cpu(args, cpu);
+  (cpu.kernels().*slot)(cpu_args, cpu.default_stream());
+  copy_outputs(args, cpu_args, s);
+}
+
+template <class Args>
 void run_kernel(Op op, KernelFn<Args> KernelTable::*slot, const Args& requested, Stream* stream) {
   Args args = requested;
   Device& device = common_device(op, args);
@@ -89,43 +129,44 @@ void run_kernel(Op op, KernelFn<Args> KernelTable::*slot, const Args& requested,
   Runtime& runtime = device.runtime();
   Device& cpu = runtime.cpu();
   DType dtype = args.key_dtype();
-  bool mechanism = op == Op::copy || op == Op::fill;
+  bool on_cpu = &device == &cpu;
+  // copy and fill never fall back: they are the mechanism fallback itself uses.
+  bool can_fall_back = !on_cpu && op != Op::copy && op != Op::fill && cpu.supports(op, dtype);
 
-  if (&device != &cpu && !mechanism && runtime.policy().falls_back(op)) {
-    H2_CHECK(cpu.supports(op, dtype), "{} falls back to cpu, which lacks it for {}", op_name(op),
-             dtype_name(dtype));
-    if (runtime.first_time(fmt::format("fallback {} {}", op_name(op), device.str())))
-      H2_LOG_WARN("H2_FALLBACK_OPS: running {} for {} on cpu with copies", op_name(op),
-                  device.str());
-    Args cpu_args = to_cpu(args, cpu);
-    (cpu.kernels().*slot)(cpu_args, cpu.default_stream());
-    auto device_slots = args.slots();
-    auto cpu_slots = cpu_args.slots();
-    for (size_t i = 0; i < device_slots.size(); ++i)
-      if (writes(device_slots[i].role) && device_slots[i].tensor->defined())
-        device_slots[i].tensor->copy_from(*cpu_slots[i].tensor);
-    return;
-  }
+  if (can_fall_back && runtime.policy().falls_back(op))
+    return run_on_cpu(op, slot, args, device, s);
 
   if (!device.supports(op, dtype))
-    H2_THROW(UnsupportedError,
-             "{} is not supported on {} ({}) for dtype {}; H2_FALLBACK_OPS={} runs it on the cpu",
-             op_name(op), device.str(), device.props().name, dtype_name(dtype), op_name(op));
+    H2_THROW(
+        UnsupportedError, "{} is not supported on {} ({}) for dtype {}{}", op_name(op),
+        device.str(), device.props().name, dtype_name(dtype),
+        can_fall_back ? fmt::format("; H2_FALLBACK_OPS={} runs it on the cpu", op_name(op)) : "");
+  check_storage_dtypes(op, args, device);
 
   std::vector<std::pair<Tensor, Tensor>> write_back;
-  if (op_layout(op) == OpLayout::kContiguous) write_back = make_contiguous(args);
+  if (op_layout(op) == OpLayout::kContiguous) write_back = make_contiguous(args, s);
 
-  bool check = &device != &cpu && runtime.policy().checks(op);
+  bool check = !on_cpu && runtime.policy().checks(op);
+  if (check && !cpu.supports(op, dtype)) {
+    check = false;
+    if (runtime.first_time(fmt::format("uncheckable {} {}", op_name(op), dtype_name(dtype))))
+      H2_LOG_WARN("H2_CHECK_OPS: {} for {} is not compared: cpu lacks it", op_name(op),
+                  dtype_name(dtype));
+  }
   Args cpu_args;
-  if (check) cpu_args = to_cpu(args, cpu);
+  if (check) {
+    s.synchronize();
+    cpu_args = to_cpu(args, cpu);
+  }
 
   (device.kernels().*slot)(args, s);
 
   if (check) {
+    s.synchronize();
     (cpu.kernels().*slot)(cpu_args, cpu.default_stream());
     check_against_cpu(op, args, cpu_args, runtime);
   }
-  for (auto& [view, dense] : write_back) view.copy_from(dense);
+  for (auto& [view, dense] : write_back) view.copy_from(dense, &s);
 }
 
 }  // namespace

@@ -3,20 +3,21 @@
 
 #include <fmt/ranges.h>
 
+#include <charconv>
+
 #include "core/env.h"
 #include "core/error.h"
 
 namespace h2 {
 namespace {
 
-std::vector<bool> parse_op_list(std::string_view knob) {
-  std::vector<bool> chosen(kOpCount, false);
+std::bitset<kOpCount> parse_op_list(std::string_view knob) {
+  std::bitset<kOpCount> chosen;
   for (const std::string& name : env_list(knob)) {
-    if (name == "all") {
-      chosen.assign(kOpCount, true);
-      continue;
-    }
-    chosen[size_t(parse_op(name, knob))] = true;
+    if (name == "all")
+      chosen.set();
+    else
+      chosen.set(size_t(parse_op(name, knob)));
   }
   return chosen;
 }
@@ -27,7 +28,7 @@ DispatchPolicy DispatchPolicy::from_env() {
   DispatchPolicy policy;
   policy.fallback = parse_op_list("H2_FALLBACK_OPS");
   policy.check = parse_op_list("H2_CHECK_OPS");
-  policy.check_rtol = env_double("H2_CHECK_RTOL");
+  policy.check_rtol = env_double("H2_CHECK_RTOL", 0, 1);
   return policy;
 }
 
@@ -37,15 +38,12 @@ Runtime::Runtime(std::vector<std::unique_ptr<Backend>> backends, DispatchPolicy 
     for (int i = 0; i < backend->device_count(); ++i) backend->device(i).attach_runtime(this);
   H2_CHECK(backend("cpu") != nullptr && backend("cpu")->device_count() > 0,
            "a Runtime needs the cpu backend");
+  cpu_ = &backend("cpu")->device(0);
 }
 
 bool Runtime::first_time(const std::string& key) {
   std::lock_guard lock(seen_mutex_);
   return seen_.insert(key).second;
-}
-
-Device& Runtime::cpu() {
-  return backend("cpu")->device(0);
 }
 
 Backend* Runtime::backend(std::string_view name) {
@@ -69,8 +67,10 @@ Device& Runtime::device(std::string_view spec) {
     int count = b->device_count();
     bool numeric = !rest.empty() && rest.find_first_not_of("0123456789") == std::string_view::npos;
     if (numeric) {
-      int index = std::stoi(std::string(rest));
-      if (index < count) return b->device(index);
+      int index = -1;
+      auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), index);
+      if (error == std::errc() && end == rest.data() + rest.size() && index < count)
+        return b->device(index);
     } else {
       for (int i = 0; i < count; ++i)
         if (b->device(i).props().name == rest) return b->device(i);

@@ -3,6 +3,7 @@
 // factory): there is no global state. Devices keep a pointer back to it and must not outlive it.
 #pragma once
 
+#include <bitset>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -16,9 +17,9 @@
 namespace h2 {
 
 struct DispatchPolicy {
-  std::vector<bool> fallback = std::vector<bool>(kOpCount, false);  // by Op: run on the CPU
-  std::vector<bool> check = std::vector<bool>(kOpCount, false);     // by Op: shadow-run and compare
-  double check_rtol = 0;  // 0: the dtype's default tolerance
+  std::bitset<kOpCount> fallback;  // by Op: run on the CPU with copies
+  std::bitset<kOpCount> check;     // by Op: shadow-run on the CPU and compare
+  double check_rtol = 0;           // 0: the dtype's default tolerance
 
   // From H2_FALLBACK_OPS, H2_CHECK_OPS and H2_CHECK_RTOL; throws ConfigError on unknown op names.
   static DispatchPolicy from_env();
@@ -36,7 +37,7 @@ class Runtime {
   // Throws ConfigError naming the spec and the devices that exist.
   Device& device(std::string_view spec);
   // The host CPU device: fallback target and reference for autocompare. Always present.
-  Device& cpu();
+  Device& cpu() { return *cpu_; }
   std::vector<Device*> devices();
   // nullptr when no backend of that name is registered.
   Backend* backend(std::string_view name);
@@ -48,6 +49,7 @@ class Runtime {
  private:
   std::vector<std::unique_ptr<Backend>> backends_;
   DispatchPolicy policy_;
+  Device* cpu_ = nullptr;
   std::mutex seen_mutex_;
   std::set<std::string> seen_;
 };

@@ -22,7 +22,10 @@ int Shape::normalize_dim(int d) const {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int64_t d : *this) n *= d;
+  for (int64_t d : *this) {
+    if (d == 0) return 0;
+    H2_CHECK(!__builtin_mul_overflow(n, d, &n), "shape {} has more than 2^63 elements", str());
+  }
   return n;
 }
 

@@ -22,6 +22,8 @@ Storage::~Storage() {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
+  H2_CHECK(shape.numel() <= (int64_t(1) << 58), "tensor {} {} is larger than any device memory",
+           dtype_name(dtype), shape.str());
   Tensor t;
   t.storage_ = std::make_shared<Storage>(device, size_t(dtype_storage_bytes(dtype, shape.numel())));
   t.shape_ = shape;
@@ -47,6 +49,7 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device& de
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;
   int64_t expected = 1;
   for (int d = rank() - 1; d >= 0; --d) {
     if (shape_[d] == 1) continue;
@@ -72,7 +75,10 @@ bool Tensor::may_alias(const Tensor& other) const {
 void* Tensor::data() const {
   H2_CHECK(defined(), "data() of an undefined tensor");
   if (dtype_ == DType::f4e2m1)
-    H2_CHECK(offset_ % 2 == 0, "f4e2m1 tensor at odd element offset {}", offset_);
+    H2_CHECK(offset_ % 2 == 0 && is_contiguous(),
+             "f4e2m1 tensors pack two elements per byte: this view (offset {}, strides {}) is not "
+             "byte-addressable",
+             offset_, strides_.str());
   return static_cast<char*>(storage_->data()) + dtype_storage_bytes(dtype_, offset_);
 }
 
@@ -167,11 +173,16 @@ Tensor Tensor::permute(std::initializer_list<int> order) const {
   return t;
 }
 
-Tensor Tensor::contiguous() const {
+Tensor Tensor::contiguous(Stream* stream) const {
   if (is_contiguous()) return *this;
   Tensor out = empty(shape_, dtype_, device());
-  ops::copy({.out = out, .in = *this});
+  ops::copy({.out = out, .in = *this}, stream);
   return out;
+}
+
+Device& Tensor::device() const {
+  H2_CHECK(defined(), "device() of an undefined tensor");
+  return storage_->device();
 }
 
 Tensor Tensor::to(Device& target) const {
@@ -187,14 +198,18 @@ Tensor Tensor::to(DType dtype) const {
   return out;
 }
 
-void Tensor::copy_from(const Tensor& src) {
+void Tensor::copy_from(const Tensor& src, Stream* stream) {
   H2_CHECK(shape_ == src.shape_, "copy_from shape {} into {}", src.shape_.str(), shape_.str());
   if (&src.device() == &device()) {
-    ops::copy({.out = *this, .in = src});
+    ops::copy({.out = *this, .in = src}, stream);
     return;
   }
   H2_CHECK(dtype_ == src.dtype_, "cross-device copy_from {} into {}: convert dtype first",
            src.str(), str());
+  H2_CHECK(dtype_ != DType::f4e2m1 || numel() % 2 == 0,
+           "cross-device copy_from of {} f4e2m1 elements: an odd count would overwrite the "
+           "neighbour sharing the last byte",
+           numel());
   if (is_contiguous()) {
     // Bytes only: no kernel runs on this device, so this works for any dtype it can store.
     Tensor dense = src.contiguous();
@@ -202,7 +217,7 @@ void Tensor::copy_from(const Tensor& src) {
     return;
   }
   Tensor staged = src.to(device());
-  ops::copy({.out = *this, .in = staged});
+  ops::copy({.out = *this, .in = staged}, stream);
 }
 
 std::string Tensor::str() const {

@@ -1,7 +1,8 @@
 // Tensor: a strided view of a Storage (one allocation on one device) with its own dtype.
 // Copying a Tensor shares the storage (like a shared_ptr); views (slice, transpose, view, ...)
 // share it too. Strides and offsets count elements. f4e2m1 tensors must be contiguous with an
-// even element offset, since two elements share a byte.
+// even element offset and, when copied across devices, an even element count, since two
+// elements share a byte.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,7 @@ class Tensor {
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
-  Device& device() const { return storage_->device(); }
+  Device& device() const;  // throws on an undefined tensor
   const Shape& shape() const { return shape_; }
   const Shape& strides() const { return strides_; }
   int64_t offset() const { return offset_; }
@@ -81,15 +82,17 @@ class Tensor {
   Tensor transpose(int dim0, int dim1) const;
   Tensor permute(std::initializer_list<int> order) const;
 
-  // This tensor if contiguous, else a contiguous copy on the same device.
-  Tensor contiguous() const;
+  // This tensor if contiguous, else a contiguous copy on the same device, made on `stream`
+  // (default: the device's default stream).
+  Tensor contiguous(Stream* stream = nullptr) const;
   // A contiguous copy on `device` (same dtype).
   Tensor to(Device& device) const;
   // A contiguous copy with another dtype, on the same device.
   Tensor to(DType dtype) const;
   // Copies src's elements into this tensor (same shape). Across devices the dtypes must match;
-  // on one device the copy op converts dtypes and handles any strides.
-  void copy_from(const Tensor& src);
+  // on one device the copy op converts dtypes and handles any strides. Kernels this needs on
+  // this tensor's device run on `stream` (default: the device's default stream).
+  void copy_from(const Tensor& src, Stream* stream = nullptr);
 
   std::string str() const;  // "Tensor(bf16, (2, 3), vchip:0)"
 

@@ -23,9 +23,15 @@ size_t CachingHostAllocator::size_class(size_t bytes) {
   return allocation_size_class(bytes, kAlignment);
 }
 
+size_t CachingHostAllocator::block_size(size_t bytes) const {
+  return caching_ ? size_class(bytes) : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
 void* CachingHostAllocator::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
-  size_t block = caching_ ? size_class(bytes) : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (bytes > (size_t(1) << 60))
+    H2_THROW(OutOfMemoryError, "{}: asked for {} bytes, more than any memory", device_name_, bytes);
+  size_t block = block_size(bytes);
   std::lock_guard lock(mutex_);
   ++stats_.allocations;
   if (caching_) {
@@ -57,7 +63,7 @@ void* CachingHostAllocator::allocate(size_t bytes) {
 
 void CachingHostAllocator::deallocate(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
-  size_t block = caching_ ? size_class(bytes) : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  size_t block = block_size(bytes);
   std::lock_guard lock(mutex_);
   stats_.bytes_in_use -= int64_t(block);
   if (caching_) {

@@ -32,6 +32,7 @@ class CachingHostAllocator final : public Allocator {
   static size_t size_class(size_t bytes);
 
  private:
+  size_t block_size(size_t bytes) const;  // what a request of `bytes` reserves
   void release_cache_locked();
 
   std::string device_name_;

@@ -53,5 +53,10 @@ TEST(CachingAllocator, CapacityIsEnforcedWithANamedError) {
   allocator.deallocate(b, 900 << 10);
 }
 
+TEST(CachingAllocator, ImpossibleRequestIsOutOfMemory) {
+  CachingHostAllocator allocator("cpu:0", 0);
+  EXPECT_THROW(allocator.allocate(~size_t(0) - 5), OutOfMemoryError);
+}
+
 }  // namespace
 }  // namespace h2::cpu

@@ -86,5 +86,50 @@ TEST_F(TensorTest, IntegerRoundTrip) {
     EXPECT_EQ(tensor_to_ints(tensor_from_ints(ids, {4}, dtype, cpu)), ids);
 }
 
+TEST_F(TensorTest, ZeroSizeTensorsAreContiguous) {
+  Tensor t = Tensor::empty({2, 0, 3}, DType::f32, cpu);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.view({-1, 3}).shape(), (Shape{0, 3}));
+  EXPECT_TRUE(iota({4, 4}).slice(1, 2, 2).is_contiguous());
+}
+
+TEST_F(TensorTest, SizesThatOverflowAreRejected) {
+  EXPECT_THROW(Tensor::empty({int64_t(1) << 58, 64}, DType::f32, cpu), Error);
+  EXPECT_THROW((Shape{int64_t(1) << 32, int64_t(1) << 32}.numel()), Error);
+  EXPECT_THROW(Tensor::empty({int64_t(1) << 59}, DType::f32, cpu), Error);
+}
+
+TEST_F(TensorTest, OddF4CopyAcrossDevicesIsRejected) {
+  Device& chip = runtime->device("vchip:0");
+  Tensor dst = Tensor::zeros({4}, DType::u8, cpu);
+  Tensor f4 = Tensor::from_blob(dst.data(), {8}, DType::f4e2m1, cpu);
+  Tensor src = Tensor::empty({3}, DType::f4e2m1, chip);
+  EXPECT_THROW(f4.slice(0, 0, 3).copy_from(src), Error);
+  EXPECT_THROW(f4.slice(0, 1, 3).data(), Error);  // odd offset: not byte-addressable
+}
+
+TEST_F(TensorTest, OverlappingCopyIsRejected) {
+  Tensor t = iota({8});
+  try {
+    t.slice(0, 1, 8).copy_from(t.slice(0, 0, 7));
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overlap"), std::string::npos) << e.what();
+  }
+  t.copy_from(t);  // the same view is a no-op
+  EXPECT_EQ(tensor_to_floats(t)[7], 7.0f);
+}
+
+TEST_F(TensorTest, UndefinedTensorIsAnErrorNotACrash) {
+  Tensor undefined;
+  EXPECT_THROW(undefined.device(), Error);
+  EXPECT_THROW(iota({2}).copy_from(undefined), Error);
+}
+
+TEST_F(TensorTest, HugeDeviceIndexIsAConfigError) {
+  EXPECT_THROW(runtime->device("cpu:99999999999"), ConfigError);
+  EXPECT_THROW(runtime->device("vchip:-1"), ConfigError);
+}
+
 }  // namespace
 }  // namespace h2

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "backends/registry.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -17,9 +18,42 @@
 namespace h2 {
 namespace {
 
-// add() that is off by one: the kind of vendor-kernel bug autocompare exists to find.
+// A host stream with a name, that records the kernels run on it into the device's log, so tests
+// can see on which stream dispatch ran each copy and kernel.
+class NamedStream final : public Stream {
+ public:
+  NamedStream(Device& device, std::string name, std::vector<std::string>& log)
+      : device_(device), name_(std::move(name)), log_(log) {}
+  Device& device() override { return device_; }
+  void synchronize() override {}
+  void record(const char* kernel) { log_.push_back(fmt::format("{}@{}", kernel, name_)); }
+
+ private:
+  Device& device_;
+  std::string name_;
+  std::vector<std::string>& log_;
+};
+
+template <class Args, KernelFn<Args> Kernel>
+void recorded(const Args& args, Stream& stream, const char* name) {
+  static_cast<NamedStream&>(stream).record(name);
+  Kernel(args, stream);
+}
+
+void recorded_copy(const CopyArgs& args, Stream& stream) {
+  recorded<CopyArgs, &cpu::copy>(args, stream, "copy");
+}
+
+// add() that is off by one (the kind of vendor-kernel bug autocompare exists to find), and that
+// also adds i32 tensors, which the CPU backend lacks.
 void faulty_add(const AddArgs& args, Stream& stream) {
-  cpu::cpu_kernel_table().add(args, stream);
+  static_cast<NamedStream&>(stream).record("add");
+  if (args.out.dtype() == DType::i32) {
+    for (int64_t i = 0; i < args.out.numel(); ++i)
+      args.out.data_as<int32_t>()[i] = args.a.data_as<int32_t>()[i] + args.b.data_as<int32_t>()[i];
+    return;
+  }
+  cpu::add(args, stream);
   float* out = args.out.data_as<float>();
   for (int64_t i = 0; i < args.out.numel(); ++i) out[i] += 1.0f;
 }
@@ -27,8 +61,13 @@ void faulty_add(const AddArgs& args, Stream& stream) {
 // A "device"-memory chip that runs CPU kernels, except a broken add and no swiglu_fwd.
 class FaultyDevice final : public Device {
  public:
-  FaultyDevice() : allocator_("faulty:0", 0), stream_(*this), kernels_(cpu::cpu_kernel_table()) {
+  FaultyDevice()
+      : allocator_("faulty:0", 0),
+        stream_(*this, "default", log),
+        kernels_(cpu::cpu_kernel_table()) {
     kernels_.add = &faulty_add;
+    kernels_.add_dtypes = {DType::f32, DType::i32};
+    kernels_.copy = &recorded_copy;
     kernels_.swiglu_fwd = nullptr;
     props_.name = "faulty-chip";
     props_.dtypes = {DType::f32, DType::i32, DType::i64};
@@ -39,7 +78,7 @@ class FaultyDevice final : public Device {
   Allocator& allocator() override { return allocator_; }
   Stream& default_stream() override { return stream_; }
   std::unique_ptr<Stream> create_stream() override {
-    return std::make_unique<cpu::HostStream>(*this);
+    return std::make_unique<NamedStream>(*this, "side", log);
   }
   std::unique_ptr<Event> create_event() override { return std::make_unique<cpu::HostEvent>(); }
   void copy_bytes(void* dst, bool, const void* src, bool, size_t bytes, Stream&) override {
@@ -47,10 +86,12 @@ class FaultyDevice final : public Device {
   }
   const KernelTable& kernels() const override { return kernels_; }
 
+  std::vector<std::string> log;  // "kernel@stream" per kernel run
+
  private:
   DeviceProps props_;
   cpu::CachingHostAllocator allocator_;
-  cpu::HostStream stream_;
+  NamedStream stream_;
   KernelTable kernels_;
 };
 
@@ -88,6 +129,7 @@ class DispatchTest : public ::testing::Test {
   std::unique_ptr<Runtime> runtime;
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink;
   Device& faulty() { return runtime->device("faulty:0"); }
+  std::vector<std::string>& kernel_log() { return static_cast<FaultyDevice&>(faulty()).log; }
 };
 
 TEST_F(DispatchTest, UnsupportedOpNamesOpDeviceAndDtype) {
@@ -174,6 +216,41 @@ TEST_F(DispatchTest, StreamOfAnotherDeviceIsRejected) {
   Tensor a = on(faulty(), {1}, {1});
   Tensor out = Tensor::empty({1}, DType::f32, faulty());
   EXPECT_THROW(ops::add({.out = out, .a = a}, &runtime->cpu().default_stream()), Error);
+}
+
+TEST_F(DispatchTest, CopiesForViewsRunOnTheCallersStream) {
+  auto side = faulty().create_stream();
+  Tensor a = on(faulty(), {1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1);  // (3, 2) view
+  Tensor base = Tensor::zeros({2, 3}, DType::f32, faulty());
+  Tensor out = base.transpose(0, 1);
+  kernel_log().clear();
+  ops::add({.out = out, .a = a, .alpha = 1}, side.get());
+  // The input made contiguous, the kernel, and the write-back of the output (which, being a pure
+  // output, is not copied in): all on the stream the caller chose.
+  EXPECT_EQ(kernel_log(), (std::vector<std::string>{"copy@side", "add@side", "copy@side"}));
+  EXPECT_EQ(tensor_to_floats(base), (std::vector<float>{2, 3, 4, 5, 6, 7}));  // faulty add: +1
+}
+
+TEST_F(DispatchTest, AutocompareSkipsWhatTheCpuLacks) {
+  runtime->policy().check[size_t(Op::add)] = true;
+  std::vector<int64_t> values = {1, 2, 3};
+  Tensor a = tensor_from_ints(values, {3}, DType::i32, faulty());
+  Tensor out = Tensor::empty({3}, DType::i32, faulty());
+  ops::add({.out = out, .a = a, .b = a});
+  EXPECT_EQ(tensor_to_ints(out), (std::vector<int64_t>{2, 4, 6}));
+  EXPECT_NE(logged().find("H2_CHECK_OPS: add for i32 is not compared: cpu lacks it"),
+            std::string::npos)
+      << logged();
+}
+
+TEST_F(DispatchTest, NoFallbackHintWhereFallbackCannotHelp) {
+  Tensor x = Tensor::empty({2}, DType::i32, runtime->cpu());
+  try {
+    ops::add({.out = x, .a = x});
+    FAIL() << "expected UnsupportedError";
+  } catch (const UnsupportedError& e) {
+    EXPECT_EQ(std::string(e.what()).find("H2_FALLBACK_OPS"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

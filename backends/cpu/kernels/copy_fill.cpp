@@ -2,7 +2,7 @@
 // coalesced where both sides are contiguous, so dense tensors take one memcpy-speed pass. Copies
 // of one dtype move raw bits (any whole-byte dtype, NaN payloads kept); f32/bf16/f16 convert to
 // each other through FP32, rounding to nearest even. in may alias out only when both are the same
-// view (a no-op); partially overlapping views give undefined results.
+// view (a no-op); partially overlapping views are rejected.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -202,6 +202,8 @@ void copy(const CopyArgs& args, Stream&) {
   char* out_base = static_cast<char*>(out.data());
   const char* in_base = static_cast<const char*>(in.data());
   if (od == id && out_base == in_base && out.strides() == in.strides()) return;  // same view
+  H2_CHECK(!out.may_alias(in), "copy: out {} and in {} overlap in memory; copy through a temporary",
+           out.str(), in.str());
   Walk w = make_walk(out.shape(), out.strides(), in.strides());
   const int last = w.rank - 1;
   const int64_t so = w.stride[0][last], si = w.stride[1][last];
