@@ -16,7 +16,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   std::string chip_file = env_string("H2_VCHIP_CONFIG");
   options.chips =
       chip_file.empty() ? vchip::builtin_chip_specs() : vchip::load_chip_specs(chip_file);
-  options.vchip_time_scale = env_double("H2_VCHIP_TIME_SCALE");
+  options.vchip_time_scale = env_double("H2_VCHIP_TIME_SCALE", 0, 1e6);
   return options;
 }
 

@@ -1,6 +1,8 @@
 // DType names and parsing.
 #include "core/dtype.h"
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 
 namespace h2 {
@@ -16,9 +18,7 @@ std::string_view dtype_name(DType t) {
 DType parse_dtype(std::string_view name) {
   for (int i = 0; i < kDTypeCount; ++i)
     if (kNames[i] == name) return static_cast<DType>(i);
-  H2_THROW(ConfigError,
-           "unknown dtype '{}' (expected f32, bf16, f16, f8e4m3, f8e5m2, f4e2m1, i32, i64, u8)",
-           name);
+  H2_THROW(ConfigError, "unknown dtype '{}' (expected one of {})", name, fmt::join(kNames, ", "));
 }
 
 }  // namespace h2

@@ -1,6 +1,8 @@
 // The one table of H2_* environment knobs (see env.h).
 #include "core/env.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -46,21 +48,27 @@ std::string env_string(std::string_view name) {
   return value;
 }
 
-double env_double(std::string_view name) {
+double env_double(std::string_view name, double min, double max) {
   std::string value = env_string(name);
   char* end = nullptr;
+  errno = 0;
   double parsed = std::strtod(value.c_str(), &end);
-  if (end == value.c_str() || *end != '\0')
-    H2_THROW(ConfigError, "{}='{}' is not a number", name, value);
+  if (end == value.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(parsed))
+    H2_THROW(ConfigError, "{}='{}' is not a finite number", name, value);
+  if (parsed < min || parsed > max)
+    H2_THROW(ConfigError, "{}={} is outside [{}, {}]", name, value, min, max);
   return parsed;
 }
 
-long env_int(std::string_view name) {
+long env_int(std::string_view name, long min, long max) {
   std::string value = env_string(name);
   char* end = nullptr;
+  errno = 0;
   long parsed = std::strtol(value.c_str(), &end, 10);
-  if (end == value.c_str() || *end != '\0')
+  if (end == value.c_str() || *end != '\0' || errno == ERANGE)
     H2_THROW(ConfigError, "{}='{}' is not an integer", name, value);
+  if (parsed < min || parsed > max)
+    H2_THROW(ConfigError, "{}={} is outside [{}, {}]", name, value, min, max);
   return parsed;
 }
 

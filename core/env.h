@@ -21,9 +21,10 @@ std::span<const EnvKnob> env_knobs();
 
 // The knob's value from the environment, or its default when unset or empty.
 std::string env_string(std::string_view name);
-// Parsed forms; a value that does not parse throws ConfigError naming the knob and the value.
-double env_double(std::string_view name);
-long env_int(std::string_view name);
+// Parsed forms within [min, max]; a value that does not parse, is not finite or is out of range
+// throws ConfigError naming the knob, the value and the range.
+double env_double(std::string_view name, double min, double max);
+long env_int(std::string_view name, long min, long max);
 // A comma-separated list ("a,b,,c" -> {"a","b","c"}).
 std::vector<std::string> env_list(std::string_view name);
 

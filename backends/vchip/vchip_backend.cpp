@@ -14,9 +14,10 @@ namespace {
 // Runs the CPU kernel, then holds the stream until the chip's modelled time has passed.
 template <class Args, KernelFn<Args> Kernel, OpCost (*Cost)(const Args&)>
 void paced_kernel(const Args& args, Stream& stream) {
+  OpCost cost = Cost(args);  // before the kernel: a costing error must not follow a write
   auto started = PacedStream::Clock::now();
   Kernel(args, stream);
-  static_cast<PacedStream&>(stream).pace(Cost(args), started);
+  static_cast<PacedStream&>(stream).pace(cost, started);
 }
 
 KernelTable make_paced_table(DTypeSet chip_dtypes) {
@@ -37,7 +38,7 @@ Device& PacedStream::device() {
 }
 
 void PacedStream::sleep_until(Clock::time_point started, double seconds) {
-  modelled_seconds_ += seconds;
+  modelled_seconds_.fetch_add(seconds, std::memory_order_relaxed);
   double scaled = seconds * device_.time_scale();
   if (scaled <= 0) return;
   std::this_thread::sleep_until(

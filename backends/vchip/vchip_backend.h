@@ -5,6 +5,7 @@
 // than the chip's modelled time: (flops / peak[dtype] + bytes / memory_bandwidth) * time_scale.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -30,12 +31,12 @@ class PacedStream final : public Stream {
   void pace(const OpCost& cost, Clock::time_point started);
   // Same for a copy of `bytes` over the host link.
   void pace_copy(double bytes, Clock::time_point started);
-  double modelled_seconds() const { return modelled_seconds_; }
+  double modelled_seconds() const { return modelled_seconds_.load(std::memory_order_relaxed); }
 
  private:
   void sleep_until(Clock::time_point started, double seconds);
   VchipDevice& device_;
-  double modelled_seconds_ = 0;  // sum over every paced kernel and copy
+  std::atomic<double> modelled_seconds_ = 0;  // sum over every paced kernel and copy
 };
 
 class VchipDevice final : public Device {

@@ -78,6 +78,34 @@ TEST(ChipSpec, ErrorsNameFileLineAndKey) {
   EXPECT_NE(config_error("chips: [a, b").find("chips.yaml:1: not valid YAML"), std::string::npos);
 }
 
+TEST(ChipSpec, ShapesAndRangesAreValidated) {
+  const std::string base = "chips:\n  - name: a\n    memory_bandwidth: 1\n";
+  auto chip = [&](const std::string& rest) { return config_error(base + rest); };
+  const std::string ok_rest = "    memory: 1GiB\n    peak_flops: {f32: 1}\n";
+  EXPECT_NE(chip(ok_rest + "    dtypes: f32\n").find("chip 'a' dtypes must be a non-empty list"),
+            std::string::npos);
+  EXPECT_NE(chip(ok_rest + "    dtypes: [f32]\n    count: 0.5\n").find("must be a whole number"),
+            std::string::npos);
+  EXPECT_NE(chip(ok_rest + "    dtypes: [f32]\n    count: 1e12\n").find("must be a whole number"),
+            std::string::npos);
+  EXPECT_NE(chip("    memory: 1e30\n    peak_flops: {f32: 1}\n    dtypes: [f32]\n")
+                .find("larger than 2^62 bytes"),
+            std::string::npos);
+  EXPECT_NE(chip(ok_rest + "    dtypes: [[f32]]\n").find("must be a single value"),
+            std::string::npos);
+  EXPECT_NE(chip("    memory: 1GiB\n    peak_flops: {bf16: 1}\n    dtypes: [f32, bf16]\n")
+                .find("chip 'a' peak_flops has no f32 entry, which its dtypes list needs"),
+            std::string::npos);
+  EXPECT_NE(config_error("chips:\n  - name: 7\n    memory: 1GiB\n    memory_bandwidth: 1\n"
+                         "    peak_flops: {f32: 1}\n    dtypes: [f32]\n")
+                .find("chip name '7' must contain a letter"),
+            std::string::npos);
+  EXPECT_NE(config_error("chips:\n  - name: {x: 1}\n    memory: 1GiB\n    memory_bandwidth: 1\n"
+                         "    peak_flops: {f32: 1}\n    dtypes: [f32]\n")
+                .find("chips.yaml:2: name must be a single value"),
+            std::string::npos);
+}
+
 TEST(ChipSpec, BuiltinChipsParse) {
   auto specs = vchip::builtin_chip_specs();
   ASSERT_GE(specs.size(), 2u);
@@ -149,6 +177,22 @@ TEST_F(VchipTest, UnsupportedDtypeIsUnsupportedUnlessFallingBack) {
       tensor_from_floats(std::vector<float>{1, 2, 3, 4}, {4}, DType::bf16, runtime->cpu()).to(slow);
   ops::add({.out = ones, .a = ones, .alpha = 2});
   EXPECT_EQ(tensor_to_floats(ones), (std::vector<float>{2, 4, 6, 8}));
+}
+
+TEST_F(VchipTest, EveryTensorDtypeMustBeStorableOnTheChip) {
+  auto runtime = make(0);
+  Device& slow = runtime->device("vchip:slow");  // f32 only among floats
+  Tensor out = Tensor::empty({2}, DType::f32, slow);
+  Tensor half = Tensor::empty({2}, DType::f16, slow);
+  try {
+    ops::add({.out = out, .a = half});
+    FAIL() << "expected UnsupportedError";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("add: 'a' has dtype f16, which vchip:1 (slow) does not support"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(VchipTest, PacingModelAndLowerBound) {

@@ -17,10 +17,23 @@ TEST(Env, DefaultsListsAndParsing) {
   setenv("H2_CHECK_OPS", "matmul,,rope_fwd", 1);
   EXPECT_EQ(env_list("H2_CHECK_OPS"), (std::vector<std::string>{"matmul", "rope_fwd"}));
   setenv("H2_VCHIP_TIME_SCALE", "0.25", 1);
-  EXPECT_DOUBLE_EQ(env_double("H2_VCHIP_TIME_SCALE"), 0.25);
+  EXPECT_DOUBLE_EQ(env_double("H2_VCHIP_TIME_SCALE", 0, 10), 0.25);
+  for (const char* bad : {"-1", "nan", "inf", "1e999"}) {
+    setenv("H2_VCHIP_TIME_SCALE", bad, 1);
+    EXPECT_THROW(env_double("H2_VCHIP_TIME_SCALE", 0, 10), ConfigError) << bad;
+  }
+  setenv("H2_NUM_THREADS", "-4", 1);
+  try {
+    env_int("H2_NUM_THREADS", 0, 64);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("H2_NUM_THREADS=-4 is outside [0, 64]"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("H2_NUM_THREADS");
   setenv("H2_VCHIP_TIME_SCALE", "fast", 1);
   try {
-    env_double("H2_VCHIP_TIME_SCALE");
+    env_double("H2_VCHIP_TIME_SCALE", 0, 10);
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("H2_VCHIP_TIME_SCALE='fast'"), std::string::npos);
