@@ -1,6 +1,7 @@
 // CPU device properties, events and copies (see cpu_backend.h).
 #include "backends/cpu/cpu_backend.h"
 
+#include <cblas.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "backends/cpu/kernels/cpu_parallel.h"
 #include "core/env.h"
 #include "core/error.h"
 
@@ -31,7 +33,8 @@ std::string cpu_model_name() {
 
 CpuOptions CpuOptions::from_env() {
   CpuOptions options;
-  options.threads = int(env_int("H2_NUM_THREADS"));
+  options.threads = int(env_int("H2_NUM_THREADS", 0, 4096));
+  options.peak_gflops = env_double("H2_CPU_PEAK_GFLOPS", 0, 1e9);
   std::string allocator = env_string("H2_CPU_ALLOCATOR");
   if (allocator != "caching" && allocator != "system")
     H2_THROW(ConfigError, "H2_CPU_ALLOCATOR='{}' is not 'caching' or 'system'", allocator);
@@ -53,15 +56,17 @@ double HostEvent::elapsed_ms_since(const Event& start) const {
 
 CpuDevice::CpuDevice(const CpuOptions& options)
     : allocator_("cpu:0", 0, options.caching_allocator), stream_(*this) {
-  if (options.threads > 0) omp_set_num_threads(options.threads);
+  if (options.threads > 0) {
+    kernel_thread_setting().store(options.threads);
+    openblas_set_num_threads(options.threads);  // for GEMMs called outside our parallel regions
+  }
   int threads = cpu_threads();
   props_.name = fmt::format("{} ({} threads)", cpu_model_name(), threads);
   props_.memory_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE));
   // Reference figures measured on the 2-core AVX-512 development machine (docs/performance.md):
   // OpenBLAS SGEMM about 190 GFLOP/s per core, about 40 GB/s memory bandwidth. BF16 is stored
   // as BF16 but computed in FP32, so it runs at the FP32 rate.
-  double peak = env_double("H2_CPU_PEAK_GFLOPS");
-  if (peak <= 0) peak = 190.0 * threads;
+  double peak = options.peak_gflops > 0 ? options.peak_gflops : 190.0 * threads;
   props_.peak_flops = {
       {DType::f32, peak * 1e9}, {DType::bf16, peak * 1e9}, {DType::f16, peak * 1e9}};
   props_.memory_bandwidth = 40e9;

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/kernels/attention_common.h"
 #include "backends/cpu/kernels/cpu_math.h"
+#include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/gemm_blas.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/scratch.h"
@@ -163,7 +164,7 @@ void attention_bwd_typed(const AttentionBwdArgs& args, const Dims& d, Stream& st
   const int64_t tasks = d.B * d.Hkv;
   // Every thread joins even when there are fewer tasks than threads: inside an active parallel
   // region OpenBLAS stays single-threaded, which beats threading these small sgemms.
-  const int threads = omp_get_max_threads();
+  const int threads = kernel_threads();
   constexpr bool widened = !std::is_same_v<T, float>;
   const int64_t per_thread = attention::whole_cache_lines(BwdWorkspace::floats(d.T, d.D, widened));
   ScratchBuffer<float> scratch(stream, size_t(threads * per_thread));

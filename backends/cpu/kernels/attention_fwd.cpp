@@ -14,6 +14,7 @@
 
 #include "backends/cpu/kernels/attention_common.h"
 #include "backends/cpu/kernels/cpu_math.h"
+#include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/gemm_blas.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/scratch.h"
@@ -140,7 +141,7 @@ void attention_fwd_typed(const AttentionFwdArgs& args, const Dims& d, Stream& st
   const float scale = d.softmax_scale(args.scale);
   const int64_t blocks = d.query_blocks();
   const int64_t heads = d.B * d.H;
-  const int threads = omp_get_max_threads();
+  const int threads = kernel_threads();
   constexpr bool widened = !std::is_same_v<T, float>;
   const int64_t per_thread = attention::whole_cache_lines(FwdWorkspace::floats(d.D, widened));
   ScratchBuffer<float> scratch(stream, size_t(threads * per_thread));

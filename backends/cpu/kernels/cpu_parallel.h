@@ -7,9 +7,22 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 namespace h2::cpu {
+
+// The thread count of CPU kernels, one process-wide setting: OpenMP's own (omp_set_num_threads)
+// binds only the thread that sets it, so kernels called from pipeline or rank threads would
+// ignore H2_NUM_THREADS. CpuDevice sets it; 0 means OpenMP's default.
+inline std::atomic<int>& kernel_thread_setting() {
+  static std::atomic<int> threads{0};
+  return threads;
+}
+inline int kernel_threads() {
+  int threads = kernel_thread_setting().load(std::memory_order_relaxed);
+  return threads > 0 ? threads : omp_get_max_threads();
+}
 
 // Units of work (about one element touched) below which one extra thread does not pay off.
 inline constexpr int64_t kParallelGrain = 1 << 15;
@@ -24,7 +37,7 @@ template <class Fn>
 void parallel_for(int64_t n, int64_t cost, Fn&& fn) {
   if (n <= 0) return;
   int64_t useful = std::max<int64_t>(1, n * std::max<int64_t>(cost, 1) / kParallelGrain);
-  int threads = int(std::min<int64_t>({omp_get_max_threads(), useful, n}));
+  int threads = int(std::min<int64_t>({kernel_threads(), useful, n}));
   if (threads <= 1 || omp_in_parallel()) {
     fn(int64_t{0}, n);
     return;

@@ -123,8 +123,8 @@ void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, con
     sgemm(args.trans_a, args.trans_b, d.M, d.N, d.K, args.alpha, a + i * a_step, lda,
           b + i * b_step, ldb, args.beta, c + i * c_step, d.N);
   };
-  if (parallel_over_batch(d, omp_get_max_threads())) {
-#pragma omp parallel for schedule(static)
+  if (parallel_over_batch(d, kernel_threads())) {
+#pragma omp parallel for schedule(static) num_threads(kernel_threads())
     for (int64_t i = 0; i < d.batch; ++i) one(i);  // OpenBLAS stays single-threaded in here
   } else {
     for (int64_t i = 0; i < d.batch; ++i) one(i);
