@@ -22,7 +22,7 @@ constexpr EnvKnob kKnobs[] = {
     {"H2_CPU_ALLOCATOR", "caching",
      "CPU allocator: caching (reuses blocks) or system (malloc/free)"},
     {"H2_CPU_PEAK_GFLOPS", "0",
-     "CPU peak FP32 GFLOP/s for MFU figures; 0 assumes 190 per thread (OpenBLAS SGEMM measured)"},
+     "CPU peak FP32 GFLOP/s for MFU figures; 0 assumes 165 per thread (OpenBLAS SGEMM measured)"},
     {"H2_VCHIP_CONFIG", "",
      "YAML file of virtual chip types to register; empty registers the built-in chips"},
     {"H2_VCHIP_TIME_SCALE", "1",

@@ -13,7 +13,7 @@ namespace h2::cpu {
 struct CpuOptions {
   int threads = 0;  // 0: OpenMP's default (every core)
   bool caching_allocator = true;
-  double peak_gflops = 0;        // FP32 peak for MFU figures; 0: 190 per thread (measured SGEMM)
+  double peak_gflops = 0;        // FP32 peak for MFU figures; 0: 165 per thread (measured SGEMM)
   static CpuOptions from_env();  // H2_NUM_THREADS, H2_CPU_ALLOCATOR, H2_CPU_PEAK_GFLOPS
 };
 

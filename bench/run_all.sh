@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Runs h2_bench_kernels and its PyTorch peer alternately ROUNDS times, then h2_bench_vchip
+# ROUNDS times, and merges each program's runs into medians (bench/median_tables.py). Each run
+# starts on a quiet machine (no compiler or build running, CPUs over 90% idle for 3 s); a run
+# during which other processes used the CPUs is discarded and repeated (up to TRIES times), so
+# a shared machine yields undisturbed figures or says that it could not (load.txt).
+# Usage: bench/run_all.sh [OUT_DIR]   (default build-b/bench-results)
+#   env: ROUNDS (3), BUILD (build-b), PY (.venv-bench/bin/python), REPEATS (5), THREADS (2),
+#        TRIES (20), KERNEL_ARGS (more flags for both kernel benchmarks), VCHIP (1; 0 skips it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD:-build-b}
+out=${1:-$build/bench-results}
+rounds=${ROUNDS:-3}
+py=${PY:-.venv-bench/bin/python}
+repeats=${REPEATS:-5}
+threads=${THREADS:-2}
+tries=${TRIES:-20}
+read -ra kernel_args <<<"${KERNEL_ARGS:-}"
+builds='ninja|make|cc1plus|nvcc|ld|cmake|ctest'
+mkdir -p "$out"
+: >"$out/load.txt"
+
+# Percent of CPU time busy over the next 3 seconds (all cores).
+busy_percent() {
+  local a b
+  a=($(head -1 /proc/stat))
+  sleep 3
+  b=($(head -1 /proc/stat))
+  local total=0 idle=$((b[4] + b[5] - a[4] - a[5]))
+  for k in 1 2 3 4 5 6 7 8; do total=$((total + b[k] - a[k])); done
+  echo $((100 * (total - idle) / (total > 0 ? total : 1)))
+}
+
+# Blocks until no build runs and the CPUs are idle.
+wait_quiet() {
+  local waited=0
+  while pgrep -x "$builds" >/dev/null 2>&1 || (($(busy_percent) > 10)); do
+    ((waited++ % 12 == 0)) && echo "waiting for a quiet machine: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+    sleep 10
+  done
+}
+
+# Busy jiffies of all CPUs so far (user .. steal, less idle and iowait; steal counts: it is
+# time another guest took from this machine).
+busy_jiffies() {
+  awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
+}
+
+# run NAME CMD...: CMD's output into $out/NAME.md, from a run during which other processes used
+# under 5% of one core (CPU time of the whole machine less CMD's own). The OpenBLAS tuning
+# variables are removed from its environment.
+run() {
+  local name=$1 try timing verdict
+  shift
+  timing=$(mktemp)
+  for ((try = 1; try <= tries; try++)); do
+    wait_quiet
+    local start="$(uptime)" before after
+    before=$(busy_jiffies)
+    /usr/bin/time -f "%e %U %S" -o "$timing" \
+      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" >"$out/$name.md"
+    after=$(busy_jiffies)
+    verdict=$(awk -v busy=$((after - before)) -v hz="$(getconf CLK_TCK)" '{
+      other = busy / hz - $2 - $3
+      printf "%s %.1f s wall, %.2f CPU-s by others", (other < 0.05 * $1 ? "ok" : "disturbed"), $1, other
+    }' "$timing")
+    echo "$name: try $try: $verdict; load at start:${start#*load average:}" >>"$out/load.txt"
+    if [[ $verdict == ok* ]]; then
+      rm -f "$timing"
+      return 0
+    fi
+  done
+  rm -f "$timing"
+  echo "$name: no undisturbed run in $tries tries; keeping the last" >>"$out/load.txt"
+}
+
+for i in $(seq "$rounds"); do
+  run "h2_kernels.$i" "$build/bin/h2_bench_kernels" --repeats "$repeats" --threads "$threads" \
+    "${kernel_args[@]}"
+  run "torch_kernels.$i" "$py" bench/peer_torch_kernels.py --repeats "$repeats" \
+    --threads "$threads" "${kernel_args[@]}"
+done
+names=(h2_kernels torch_kernels)
+if [[ ${VCHIP:-1} != 0 ]]; then
+  for i in $(seq "$rounds"); do
+    run "h2_vchip.$i" "$build/bin/h2_bench_vchip" --repeats "$repeats" --threads "$threads"
+  done
+  names+=(h2_vchip)
+fi
+for name in "${names[@]}"; do
+  python3 bench/median_tables.py "$out/$name".*.md >"$out/$name.median.md"
+done
+echo "results in $out (load log: $out/load.txt)"
