@@ -1,18 +1,19 @@
 // Formats error locations relative to the source tree so messages stay short and stable.
 #include "core/error.h"
 
+#include <algorithm>
 #include <string_view>
 
 namespace h2::detail {
 
 std::string with_location(const char* file, int line, const std::string& message) {
+  // Shorten to the path inside the source tree: from the first top-level folder named in it.
   std::string_view path(file);
-  for (std::string_view root : {"/core/", "/backends/", "/launcher/", "/tests/", "/bench/"}) {
-    if (auto pos = path.rfind(root); pos != std::string_view::npos) {
-      path = path.substr(pos + 1);
-      break;
-    }
-  }
+  size_t start = std::string_view::npos;
+  for (std::string_view root :
+       {"/core/", "/backends/", "/models/", "/train/", "/launcher/", "/tests/", "/bench/"})
+    start = std::min(start, path.find(root));
+  if (start != std::string_view::npos) path = path.substr(start + 1);
   return fmt::format("{}:{}: {}", path, line, message);
 }
 
