@@ -1,0 +1,90 @@
+// Attention sub-layer forward/backward on matmul, rope, attention and add ops. Rotary embedding
+// is applied in place (q, k are fresh tensors), and its gradient likewise in place on dq, dk.
+#include "models/layers/attention.h"
+
+#include "core/error.h"
+#include "core/ops.h"
+
+namespace h2::models {
+
+Attention::Attention(const std::string& prefix, const LlamaConfig& cfg, uint64_t seed, DType dtype,
+                     Device& device)
+    : H_(cfg.n_heads),
+      Hkv_(cfg.n_kv_heads),
+      D_(cfg.head_dim()),
+      theta_(cfg.rope_theta),
+      norm_(prefix + "input_layernorm.weight", cfg.dim, cfg.norm_eps, dtype, device),
+      wq_(make_param(prefix + "self_attn.q_proj.weight", {H_ * D_, cfg.dim}, Init::normal, 0.02f,
+                     seed, dtype, device)),
+      wk_(make_param(prefix + "self_attn.k_proj.weight", {Hkv_ * D_, cfg.dim}, Init::normal, 0.02f,
+                     seed, dtype, device)),
+      wv_(make_param(prefix + "self_attn.v_proj.weight", {Hkv_ * D_, cfg.dim}, Init::normal, 0.02f,
+                     seed, dtype, device)),
+      wo_(make_param(prefix + "self_attn.o_proj.weight", {cfg.dim, H_ * D_}, Init::normal, 0.02f,
+                     seed, dtype, device)) {}
+
+Tensor Attention::forward(const Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), N = B * T;
+  Device& dev = x.device();
+  const DType dt = x.dtype();
+  Tensor h = norm_.forward(x).view({N, C});
+  Tensor q = Tensor::empty({B, T, H_, D_}, dt, dev);
+  Tensor k = Tensor::empty({B, T, Hkv_, D_}, dt, dev);
+  Tensor v = Tensor::empty({B, T, Hkv_, D_}, dt, dev);
+  linear_fwd(q.view({N, H_ * D_}), h, wq_);
+  linear_fwd(k.view({N, Hkv_ * D_}), h, wk_);
+  linear_fwd(v.view({N, Hkv_ * D_}), h, wv_);
+  ops::rope_fwd({.out = q, .x = q, .theta = theta_});
+  ops::rope_fwd({.out = k, .x = k, .theta = theta_});
+  Tensor att = Tensor::empty({B, T, H_, D_}, dt, dev);
+  Tensor lse = Tensor::empty({B, H_, T}, DType::f32, dev);
+  ops::attention_fwd({.out = att, .lse = lse, .q = q, .k = k, .v = v});
+  Tensor y = Tensor::empty(x.shape(), dt, dev);
+  linear_fwd(y.view({N, C}), att.view({N, H_ * D_}), wo_);
+  ops::add({.out = y, .a = y, .b = x});  // residual
+  h_ = h, q_ = q, k_ = k, v_ = v, att_ = att, lse_ = lse;
+  return y;
+}
+
+Tensor Attention::backward(const Tensor& dy) {
+  if (!h_.defined()) throw Error("Attention " + wq_.name + ": backward without forward");
+  const int64_t B = dy.size(0), T = dy.size(1), C = dy.size(2), N = B * T;
+  Device& dev = dy.device();
+  const DType dt = dy.dtype();
+  Tensor dy2 = dy.view({N, C});
+  Tensor datt = Tensor::empty({B, T, H_, D_}, dt, dev);
+  linear_bwd(datt.view({N, H_ * D_}), dy2, att_.view({N, H_ * D_}), wo_);
+  Tensor dq = Tensor::empty(q_.shape(), dt, dev);
+  Tensor dk = Tensor::empty(k_.shape(), dt, dev);
+  Tensor dv = Tensor::empty(v_.shape(), dt, dev);
+  ops::attention_bwd({.dq = dq,
+                      .dk = dk,
+                      .dv = dv,
+                      .dout = datt,
+                      .q = q_,
+                      .k = k_,
+                      .v = v_,
+                      .out = att_,
+                      .lse = lse_});
+  ops::rope_bwd({.out = dq, .x = dq, .theta = theta_});
+  ops::rope_bwd({.out = dk, .x = dk, .theta = theta_});
+  Tensor dh = Tensor::empty({N, C}, dt, dev);
+  linear_bwd(dh, dq.view({N, H_ * D_}), h_, wq_);
+  linear_bwd(dh, dk.view({N, Hkv_ * D_}), h_, wk_, /*accumulate_dx=*/true);
+  linear_bwd(dh, dv.view({N, Hkv_ * D_}), h_, wv_, /*accumulate_dx=*/true);
+  h_ = q_ = k_ = v_ = att_ = lse_ = Tensor();
+  Tensor dx = norm_.backward(dh.view({B, T, C}));
+  ops::add({.out = dx, .a = dx, .b = dy});  // residual
+  return dx;
+}
+
+void Attention::clear() {
+  norm_.clear();
+  h_ = q_ = k_ = v_ = att_ = lse_ = Tensor();
+}
+
+void Attention::collect(std::vector<Param*>& out) {
+  out.insert(out.end(), {&norm_.weight(), &wq_, &wk_, &wv_, &wo_});
+}
+
+}  // namespace h2::models

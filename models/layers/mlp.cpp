@@ -1,0 +1,66 @@
+// MLP sub-layer forward/backward on matmul, swiglu and add ops.
+#include "models/layers/mlp.h"
+
+#include "core/error.h"
+#include "core/ops.h"
+
+namespace h2::models {
+
+Mlp::Mlp(const std::string& prefix, const LlamaConfig& cfg, uint64_t seed, DType dtype,
+         Device& device)
+    : F_(cfg.ffn_dim),
+      norm_(prefix + "post_attention_layernorm.weight", cfg.dim, cfg.norm_eps, dtype, device),
+      wg_(make_param(prefix + "mlp.gate_proj.weight", {F_, cfg.dim}, Init::normal, 0.02f, seed,
+                     dtype, device)),
+      wu_(make_param(prefix + "mlp.up_proj.weight", {F_, cfg.dim}, Init::normal, 0.02f, seed, dtype,
+                     device)),
+      wd_(make_param(prefix + "mlp.down_proj.weight", {cfg.dim, F_}, Init::normal, 0.02f, seed,
+                     dtype, device)) {}
+
+Tensor Mlp::forward(const Tensor& x) {
+  const int64_t C = x.size(2), N = x.size(0) * x.size(1);
+  Device& dev = x.device();
+  const DType dt = x.dtype();
+  Tensor h = norm_.forward(x).view({N, C});
+  Tensor g = Tensor::empty({N, F_}, dt, dev);
+  Tensor u = Tensor::empty({N, F_}, dt, dev);
+  linear_fwd(g, h, wg_);
+  linear_fwd(u, h, wu_);
+  Tensor a = Tensor::empty({N, F_}, dt, dev);
+  ops::swiglu_fwd({.out = a, .gate = g, .up = u});
+  Tensor y = Tensor::empty(x.shape(), dt, dev);
+  linear_fwd(y.view({N, C}), a, wd_);
+  ops::add({.out = y, .a = y, .b = x});  // residual
+  h_ = h, g_ = g, u_ = u, a_ = a;
+  return y;
+}
+
+Tensor Mlp::backward(const Tensor& dy) {
+  if (!h_.defined()) throw Error("Mlp " + wg_.name + ": backward without forward");
+  const int64_t B = dy.size(0), T = dy.size(1), C = dy.size(2), N = B * T;
+  Device& dev = dy.device();
+  const DType dt = dy.dtype();
+  Tensor da = Tensor::empty({N, F_}, dt, dev);
+  linear_bwd(da, dy.view({N, C}), a_, wd_);
+  Tensor dg = Tensor::empty({N, F_}, dt, dev);
+  Tensor du = Tensor::empty({N, F_}, dt, dev);
+  ops::swiglu_bwd({.dgate = dg, .dup = du, .dout = da, .gate = g_, .up = u_});
+  Tensor dh = Tensor::empty({N, C}, dt, dev);
+  linear_bwd(dh, dg, h_, wg_);
+  linear_bwd(dh, du, h_, wu_, /*accumulate_dx=*/true);
+  h_ = g_ = u_ = a_ = Tensor();
+  Tensor dx = norm_.backward(dh.view({B, T, C}));
+  ops::add({.out = dx, .a = dx, .b = dy});  // residual
+  return dx;
+}
+
+void Mlp::clear() {
+  norm_.clear();
+  h_ = g_ = u_ = a_ = Tensor();
+}
+
+void Mlp::collect(std::vector<Param*>& out) {
+  out.insert(out.end(), {&norm_.weight(), &wg_, &wu_, &wd_});
+}
+
+}  // namespace h2::models

@@ -1,0 +1,37 @@
+// Param: one named model weight and its gradient, plus the linear-layer helpers every layer uses.
+// Invariants: `value` has the compute dtype and `grad` is f32 with the same shape; backward passes
+// ADD into `grad` (gradient accumulation over micro-batches), only zero_grad() clears it.
+// Initial values are generated on the host from (seed, name) and uploaded, so they are identical
+// on every device and independent of construction order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace h2::models {
+
+struct Param {
+  std::string name;  // Hugging Face LlamaForCausalLM name, e.g. "model.norm.weight"
+  Tensor value;      // compute dtype
+  Tensor grad;       // f32, same shape
+};
+
+enum class Init { normal, ones };
+
+// normal: N(0, std^2) from a counter-based generator keyed by (seed, name); ones: all 1.
+Param make_param(std::string name, const Shape& shape, Init init, float std, uint64_t seed,
+                 DType dtype, Device& device);
+
+// out (N, O) = x (N, I) @ w^T, w: (O, I).
+void linear_fwd(const Tensor& out, const Tensor& x, const Param& w);
+// dx (N, I) = dy (N, O) @ w (or += when accumulate_dx); w.grad (O, I) += dy^T @ x.
+void linear_bwd(const Tensor& dx, const Tensor& dy, const Tensor& x, Param& w,
+                bool accumulate_dx = false);
+// grad (f32) += dy^T @ x, through a compute-dtype temporary when the dtypes differ.
+void accumulate_weight_grad(const Tensor& grad, const Tensor& dy, const Tensor& x);
+// grad (f32) += g (any floating dtype, same shape).
+void accumulate_into(const Tensor& grad, const Tensor& g);
+
+}  // namespace h2::models

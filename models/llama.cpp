@@ -1,0 +1,124 @@
+// Llama model assembly and the whole-model forward/backward.
+#include "models/llama.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/ops.h"
+#include "core/tensor_host.h"
+
+namespace h2::models {
+
+void LlamaConfig::validate() const {
+  auto fail = [](const std::string& what) { throw ConfigError("LlamaConfig: " + what); };
+  if (vocab_size <= 0 || dim <= 0 || n_layers < 0 || n_heads <= 0 || n_kv_heads <= 0 ||
+      ffn_dim <= 0 || seq_len <= 0)
+    fail("vocab_size, dim, n_heads, n_kv_heads, ffn_dim, seq_len must be positive");
+  if (dim % n_heads != 0) fail(fmt::format("n_heads {} does not divide dim {}", n_heads, dim));
+  if (n_heads % n_kv_heads != 0)
+    fail(fmt::format("n_kv_heads {} does not divide n_heads {}", n_kv_heads, n_heads));
+  if (head_dim() % 2 != 0) fail(fmt::format("head dim {} must be even (rotary)", head_dim()));
+  if (!(rope_theta > 0) || !(norm_eps > 0)) fail("rope_theta and norm_eps must be positive");
+}
+
+Llama::Llama(const LlamaConfig& cfg, Device& device, const LlamaOptions& options)
+    : cfg_(cfg), device_(&device), dtype_(options.dtype) {
+  cfg_.validate();
+  embedding_ = std::make_unique<EmbeddingUnit>(cfg_, options.seed, dtype_, device);
+  for (int i = 0; i < int(cfg_.n_layers); ++i)
+    blocks_.push_back(
+        std::make_unique<BlockUnit>(i, cfg_, options.seed, dtype_, device, options.recompute));
+  head_ = std::make_unique<HeadUnit>(cfg_, options.seed, dtype_, device,
+                                     cfg_.tie_embeddings ? &embedding_->table() : nullptr);
+}
+
+std::vector<Unit*> Llama::units() {
+  std::vector<Unit*> out{embedding_.get()};
+  for (auto& b : blocks_) out.push_back(b.get());
+  out.push_back(head_.get());
+  return out;
+}
+
+std::vector<NamedParameter> Llama::named_parameters() {
+  std::vector<Param*> params;
+  for (Unit* u : units()) u->collect(params);
+  std::vector<NamedParameter> out;
+  for (Param* p : params) out.push_back({p->name, p->value, p->grad});
+  return out;
+}
+
+int64_t Llama::num_parameters() {
+  int64_t n = 0;
+  for (const auto& p : named_parameters()) n += p.param.numel();
+  return n;
+}
+
+void Llama::zero_grad() {
+  for (auto& p : named_parameters()) ops::fill({.out = p.grad, .value = 0});
+}
+
+void Llama::set_recompute(bool on) {
+  for (auto& b : blocks_) b->set_recompute(on);
+}
+
+Tensor Llama::forward_all(const Tensor& inputs, int64_t B, int64_t T) {
+  if (T > cfg_.seq_len)
+    throw Error(fmt::format("Llama: sequence length {} exceeds seq_len {}", T, cfg_.seq_len));
+  if (inputs.numel() != B * T)
+    throw Error(fmt::format("Llama: {} input ids for B={} T={}", inputs.numel(), B, T));
+  Tensor x = inputs.view({B, T});
+  for (Unit* u : units()) x = u->forward(x);
+  return x.view({B * T, cfg_.vocab_size});
+}
+
+void Llama::clear_all() {
+  for (Unit* u : units()) u->clear();
+}
+
+LossSum cross_entropy_loss(const Tensor& logits, const Tensor& targets, const Tensor& dlogits,
+                           float scale) {
+  const int64_t N = logits.size(0);
+  Device& dev = logits.device();
+  Tensor t = targets.view({N});
+  Tensor losses = Tensor::empty({N}, DType::f32, dev);
+  Tensor lse = Tensor::empty({N}, DType::f32, dev);
+  ops::cross_entropy_fwd({.losses = losses, .lse = lse, .logits = logits, .targets = t});
+  Tensor total = Tensor::empty({1}, DType::f32, dev);
+  ops::sum({.out = total, .in = losses});
+  LossSum r;
+  r.sum = tensor_to_floats(total)[0];
+  for (int64_t id : tensor_to_ints(t)) r.count += id != -100;
+  if (dlogits.defined()) {
+    const float dloss = r.count > 0 ? scale / float(r.count) : 0.0f;
+    ops::cross_entropy_bwd(
+        {.dlogits = dlogits, .logits = logits, .lse = lse, .targets = t, .dloss = dloss});
+  }
+  return r;
+}
+
+float Llama::forward_backward(const Tensor& inputs, const Tensor& targets, int64_t B, int64_t T,
+                              float grad_scale) {
+  Tensor logits = forward_all(inputs, B, T);
+  Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  LossSum l = cross_entropy_loss(logits, targets, dlogits, grad_scale);
+  logits = Tensor();
+  Tensor grad = dlogits.view({B, T, cfg_.vocab_size});
+  std::vector<Unit*> us = units();
+  for (auto it = us.rbegin(); it != us.rend(); ++it) grad = (*it)->backward(grad);
+  return l.count > 0 ? float(l.sum / double(l.count)) : 0.0f;
+}
+
+float Llama::loss(const Tensor& inputs, const Tensor& targets, int64_t B, int64_t T) {
+  Tensor logits = forward_all(inputs, B, T);
+  clear_all();
+  LossSum l = cross_entropy_loss(logits, targets, Tensor(), 1);
+  return l.count > 0 ? float(l.sum / double(l.count)) : 0.0f;
+}
+
+Tensor Llama::forward_logits(const Tensor& inputs, int64_t B, int64_t T) {
+  Tensor logits = forward_all(inputs, B, T);
+  clear_all();
+  return logits;
+}
+
+}  // namespace h2::models

@@ -1,0 +1,79 @@
+// Llama: a decoder-only model as a list of units (embedding, L blocks, head), with the
+// Hugging Face LlamaForCausalLM parameter names and layouts, and a whole-model API for
+// single-process training (forward_backward) and generation (forward_logits).
+// Holds no training state: master weights, optimizer moments and schedules live in train/.
+// Compute dtype = the parameters' dtype (f32 or bf16); grads are f32 and accumulate until
+// zero_grad(). Shapes: ids, targets (B*T) or (B, T) i32/i64; logits (B*T, V).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/llama_config.h"
+#include "models/units.h"
+
+namespace h2::models {
+
+struct NamedParameter {
+  std::string name;
+  Tensor param;  // shares storage with the model's weight
+  Tensor grad;   // f32, shares storage with the model's gradient
+};
+
+struct LlamaOptions {
+  DType dtype = DType::f32;
+  uint64_t seed = 0;
+  bool recompute = false;  // recompute every block's activations in backward
+};
+
+class Llama {
+ public:
+  Llama(const LlamaConfig& cfg, Device& device, const LlamaOptions& options = {});
+  Llama(const Llama&) = delete;
+  Llama& operator=(const Llama&) = delete;
+
+  const LlamaConfig& config() const { return cfg_; }
+  Device& device() const { return *device_; }
+  DType dtype() const { return dtype_; }
+
+  // Units in execution order: [embedding, block 0 .. block L-1, head].
+  std::vector<Unit*> units();
+  // Every parameter once, in Hugging Face order (no lm_head.weight when tied).
+  std::vector<NamedParameter> named_parameters();
+  int64_t num_parameters();
+  void zero_grad();
+  void set_recompute(bool on);
+
+  // One micro-batch: inputs, targets (B*T) i32/i64 on the model's device (targets may hold -100
+  // = ignored). Returns the mean loss over non-ignored targets and ADDS grad_scale * d(mean
+  // loss)/d(param) into every grad. Frees all activations before returning.
+  float forward_backward(const Tensor& inputs, const Tensor& targets, int64_t B, int64_t T,
+                         float grad_scale = 1);
+  // Mean loss without gradients (evaluation).
+  float loss(const Tensor& inputs, const Tensor& targets, int64_t B, int64_t T);
+  // logits (B*T, V) in the compute dtype; keeps no activations.
+  Tensor forward_logits(const Tensor& inputs, int64_t B, int64_t T);
+
+ private:
+  Tensor forward_all(const Tensor& inputs, int64_t B, int64_t T);
+  void clear_all();
+
+  LlamaConfig cfg_;
+  Device* device_;
+  DType dtype_;
+  std::unique_ptr<EmbeddingUnit> embedding_;
+  std::vector<std::unique_ptr<BlockUnit>> blocks_;
+  std::unique_ptr<HeadUnit> head_;
+};
+
+// Cross-entropy over logits (N, V) and targets (N): sum of per-row losses, the number of
+// non-ignored rows, and (when dlogits is defined) dlogits = d(scale * sum / count)/dlogits.
+struct LossSum {
+  double sum = 0;
+  int64_t count = 0;
+};
+LossSum cross_entropy_loss(const Tensor& logits, const Tensor& targets, const Tensor& dlogits,
+                           float scale);
+
+}  // namespace h2::models

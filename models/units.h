@@ -1,0 +1,80 @@
+// The units a Llama model is a list of, so pipeline parallelism can split it between stages:
+// EmbeddingUnit, L BlockUnits, HeadUnit. Each unit has forward(input) -> output and
+// backward(grad_output) -> grad_input, owns the activations it stashes for backward (freed by
+// backward() or clear()), and ADDS its weight gradients into its Params' f32 grads.
+// Shapes: ids (B, T) i32/i64; hidden (B, T, C); logits (B, T, V).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/layers/attention.h"
+#include "models/layers/embedding.h"
+#include "models/layers/mlp.h"
+#include "models/layers/rms_norm.h"
+#include "models/llama_config.h"
+
+namespace h2::models {
+
+class Unit {
+ public:
+  virtual ~Unit() = default;
+  virtual Tensor forward(const Tensor& input) = 0;
+  // Returns the gradient w.r.t. the input (undefined for the embedding, whose input is ids).
+  virtual Tensor backward(const Tensor& grad_output) = 0;
+  virtual void clear() = 0;  // drop stashed activations without a backward
+  // The Params this unit owns, in Hugging Face order (a tied head owns none).
+  virtual void collect(std::vector<Param*>& out) = 0;
+};
+
+// ids (B, T) -> hidden (B, T, C).
+class EmbeddingUnit : public Unit {
+ public:
+  EmbeddingUnit(const LlamaConfig& cfg, uint64_t seed, DType dtype, Device& device);
+  Tensor forward(const Tensor& ids) override;
+  Tensor backward(const Tensor& grad_output) override;
+  void clear() override { emb_.clear(); }
+  void collect(std::vector<Param*>& out) override { out.push_back(&emb_.weight()); }
+  Param& table() { return emb_.weight(); }
+
+ private:
+  Embedding emb_;
+};
+
+// One decoder block (attention then MLP sub-layer). With recompute, forward keeps only its
+// input and backward re-runs the forward before differentiating (bit-identical gradients).
+class BlockUnit : public Unit {
+ public:
+  BlockUnit(int layer, const LlamaConfig& cfg, uint64_t seed, DType dtype, Device& device,
+            bool recompute);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  void clear() override;
+  void collect(std::vector<Param*>& out) override;
+  void set_recompute(bool on) { recompute_ = on; }
+
+ private:
+  Attention attn_;
+  Mlp mlp_;
+  bool recompute_;
+  Tensor input_;  // stash when recomputing
+};
+
+// Final RMSNorm and LM head: hidden (B, T, C) -> logits (B, T, V). `tied` (the embedding's
+// table) is used as the head weight when non-null; otherwise the unit owns lm_head.weight.
+class HeadUnit : public Unit {
+ public:
+  HeadUnit(const LlamaConfig& cfg, uint64_t seed, DType dtype, Device& device, Param* tied);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dlogits) override;
+  void clear() override;
+  void collect(std::vector<Param*>& out) override;
+
+ private:
+  RmsNorm norm_;
+  std::unique_ptr<Param> own_head_;  // null when tied
+  Param* head_;                      // (V, C)
+  Tensor h_;                         // stash: normed hidden (B*T, C)
+};
+
+}  // namespace h2::models
