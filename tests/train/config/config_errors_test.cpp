@@ -1,0 +1,153 @@
+// Every rejected configuration, with the message content: the key, the value and where it came
+// from (FILE:LINE for YAML, --set for overrides).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/train/config/test_util.h"
+#include "train/config/config.h"
+
+namespace h2::config {
+namespace {
+
+using test::expect_config_error;
+using test::TempDir;
+
+// A valid config with a real data file; `extra` is appended (later keys may not repeat earlier
+// ones, so tests put their sections in `extra` and the base only sets data.path).
+class ConfigErrorTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& yaml) {
+    return dir_.write("bad.yaml", "data:\n  path: " + data_ + "\n" + yaml);
+  }
+  // Loads base + yaml, expecting an error with `fragments` (plus the file name).
+  void expect_yaml_error(const std::string& yaml, std::initializer_list<std::string> fragments,
+                         std::vector<std::string> sets = {}) {
+    std::string path = write(yaml);
+    expect_config_error([&] { load_config(path, sets); }, fragments);
+  }
+  void expect_set_error(const std::string& assignment,
+                        std::initializer_list<std::string> fragments) {
+    std::string path = write("");
+    expect_config_error([&] { load_config(path, std::vector<std::string>{assignment}); },
+                        fragments);
+  }
+  std::string file() const { return dir_.path("bad.yaml"); }
+
+  TempDir dir_;
+  std::string data_ = dir_.write("data.txt", "some text");
+};
+
+TEST_F(ConfigErrorTest, UnknownKeySuggestsClosest) {
+  expect_yaml_error("train:\n  steps: 5\n  stpes: 10\n",
+                    {file() + ":5:", "unknown key 'train.stpes'", "did you mean 'train.steps'"});
+  expect_yaml_error("train:\n  seq_len: 64\n", {file() + ":4:", "unknown key 'train.seq_len'",
+                                                "did you mean 'model.seq_len'"});
+}
+
+TEST_F(ConfigErrorTest, UnknownSection) {
+  expect_yaml_error("trian:\n  steps: 5\n",
+                    {file() + ":3:", "unknown section 'trian'", "did you mean 'train'"});
+  expect_yaml_error("parallel:\n  mode: dp\n", {file() + ":3:", "'parallel'", "not supported"});
+}
+
+TEST_F(ConfigErrorTest, WrongTypes) {
+  expect_yaml_error("train:\n  steps: ten\n",
+                    {file() + ":4:", "train.steps = 'ten' is not an integer"});
+  expect_yaml_error("train:\n  steps: 1.5\n", {file() + ":4:", "train.steps = '1.5'", "integer"});
+  expect_yaml_error("train:\n  lr: fast\n", {file() + ":4:", "train.lr = 'fast' is not a number"});
+  expect_yaml_error("model:\n  tie_embeddings: maybe\n",
+                    {file() + ":4:", "model.tie_embeddings = 'maybe' is not a boolean"});
+  expect_yaml_error("train:\n  dtype: f16\n",
+                    {file() + ":4:", "train.dtype = 'f16' is not one of f32|bf16"});
+  expect_yaml_error("data:\n  format: csv\n", {file() + ":3:", "section 'data' appears twice"});
+  expect_yaml_error("train:\n  steps: [1, 2]\n", {file() + ":4:", "train.steps", "single value"});
+  expect_yaml_error("train:\n  steps:\n", {file() + ":4:", "train.steps", "has no value"});
+  expect_yaml_error("train: 5\n", {file() + ":3:", "section 'train' must be a map"});
+  expect_yaml_error("train:\n  steps: 1\n  steps: 2\n", {file() + ":5:", "train.steps", "twice"});
+  expect_yaml_error("train:\n  steps: [1\n", {file(), "YAML syntax error"});
+}
+
+TEST_F(ConfigErrorTest, FormatChoice) {
+  std::string path = dir_.write("fmt.yaml", "data:\n  path: " + data_ + "\n  format: csv\n");
+  expect_config_error([&] { load_config(path); },
+                      {path + ":3:", "data.format = 'csv' is not one of text|bin"});
+}
+
+TEST_F(ConfigErrorTest, OutOfRange) {
+  expect_yaml_error("train:\n  lr: 0\n", {file() + ":4:", "train.lr = 0", "must be > 0"});
+  expect_yaml_error("train:\n  lr: -1e-3\n", {file() + ":4:", "train.lr = -1e-3", "> 0"});
+  expect_yaml_error("train:\n  batch_size: 0\n",
+                    {file() + ":4:", "train.batch_size = 0", "must be >= 1"});
+  expect_yaml_error("model:\n  n_heads: -2\n", {file() + ":4:", "model.n_heads = -2", ">= 1"});
+  expect_yaml_error("train:\n  steps: 99999999999999999999\n",
+                    {file() + ":4:", "train.steps", "too large"});
+  std::string path = dir_.write("vf.yaml", "data:\n  path: " + data_ + "\n  val_fraction: 1\n");
+  expect_config_error([&] { load_config(path); },
+                      {path + ":3:", "data.val_fraction = 1", "in [0, 1)"});
+  expect_set_error("data.val_fraction=-0.1", {"--set", "data.val_fraction = -0.1", "in [0, 1)"});
+  expect_set_error("train.grad_accum=0", {"--set", "train.grad_accum = 0", ">= 1"});
+}
+
+TEST_F(ConfigErrorTest, HeadsMustDivideDim) {
+  expect_yaml_error("model:\n  dim: 100\n  n_heads: 3\n",
+                    {"model.dim = 100 (" + file() + ":4)", "not divisible",
+                     "model.n_heads = 3 (" + file() + ":5)"});
+  expect_yaml_error("model:\n  dim: 128\n", {"model.dim = 128 (--set)", "model.n_heads = 3"},
+                    {"model.n_heads=3", "model.dim=128"});
+}
+
+TEST_F(ConfigErrorTest, KvHeadsMustDivideHeads) {
+  expect_yaml_error("model:\n  n_heads: 4\n  n_kv_heads: 3\n",
+                    {"model.n_heads = 4 (" + file() + ":4)", "not divisible",
+                     "model.n_kv_heads = 3 (" + file() + ":5)"});
+}
+
+TEST_F(ConfigErrorTest, HeadDimMustBeEven) {
+  expect_yaml_error("model:\n  dim: 36\n  n_heads: 4\n  n_kv_heads: 2\n",
+                    {"head dim", "36 / 4 = 9", "odd", "rotary", file() + ":4", file() + ":5"});
+}
+
+TEST_F(ConfigErrorTest, VocabTooSmallForBytes) {
+  expect_yaml_error("model:\n  vocab_size: 100\n",
+                    {"model.vocab_size = 100 (" + file() + ":4)", "256", "data.format"});
+}
+
+TEST_F(ConfigErrorTest, OtherImpossibleCombinations) {
+  expect_yaml_error("train:\n  lr: 1e-4\n  min_lr: 1e-3\n",
+                    {"train.min_lr = 0.001 (" + file() + ":5)", "larger than",
+                     "train.lr = 0.0001 (" + file() + ":4)"});
+  expect_set_error("train.device=gpu", {"train.device = 'gpu' (--set)", "not a device"});
+  expect_set_error("train.device=cuda:x", {"train.device = 'cuda:x'", "not a device"});
+  expect_set_error("checkpoint.resume=true", {"checkpoint.resume", "needs checkpoint.dir"});
+  expect_set_error("checkpoint.every=10", {"checkpoint.every = 10 (--set)", "checkpoint.dir"});
+  expect_yaml_error("train:\n  eval_every: 10\n",
+                    {"train.eval_every = 10", "data.val_fraction = 0"}, {"data.val_fraction=0"});
+}
+
+TEST_F(ConfigErrorTest, MissingDataFile) {
+  std::string path = dir_.write("nodata.yaml", "data:\n  path: /no/such/file.txt\n");
+  expect_config_error([&] { load_config(path); },
+                      {"data.path = '/no/such/file.txt' (" + path + ":2)", "not found"});
+  expect_set_error("data.path=missing.bin", {"data.path = 'missing.bin' (--set)", "not found"});
+  expect_config_error([&] { load_config(dir_.write("empty.yaml", "train:\n  steps: 3\n")); },
+                      {"data.path is not set"});
+  expect_set_error("data.path=" + dir_.path(""), {"data.path", "directory"});
+}
+
+TEST_F(ConfigErrorTest, BadOverrides) {
+  expect_set_error("train.steps", {"--set", "'train.steps'", "no '='"});
+  expect_set_error("train.stesp=5", {"--set", "unknown key 'train.stesp'", "'train.steps'"});
+  expect_set_error("train=5", {"--set", "'train' is a section"});
+  expect_set_error("train.steps=ten", {"--set: train.steps = 'ten' is not an integer"});
+  expect_set_error("model.tie_embeddings=2", {"--set", "model.tie_embeddings = '2'", "boolean"});
+}
+
+TEST_F(ConfigErrorTest, MissingConfigFile) {
+  expect_config_error([&] { load_config(dir_.path("nope.yaml")); },
+                      {"cannot open config file", "nope.yaml"});
+}
+
+}  // namespace
+}  // namespace h2::config

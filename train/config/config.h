@@ -1,0 +1,123 @@
+// The training configuration: plain structs with defaults, one section per YAML map (model, train,
+// data, log, checkpoint; names are the contract of shared/design/CLI.md), and the functions that
+// load, override, validate, document and dump it. Every key is described once, in the key table
+// (keys.h); loading, `--set`, the help text and the YAML dump are all derived from it.
+//
+// Errors are h2::ConfigError, raised before any work, naming the key, the value and where the value
+// came from: "FILE:LINE" for YAML, "--set" for overrides, "default" otherwise.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/dtype.h"
+
+namespace h2::config {
+
+// Decoder-only Llama hyper-parameters (models/llama).
+struct ModelConfig {
+  int64_t vocab_size = 256;
+  int64_t dim = 128;
+  int64_t n_layers = 4;
+  int64_t n_heads = 4;
+  int64_t n_kv_heads = 4;
+  int64_t ffn_dim = 344;
+  // The model's maximum context. It is also the training window: every training and evaluation
+  // sequence is model.seq_len tokens (there is no separate train.seq_len).
+  int64_t seq_len = 128;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  bool tie_embeddings = true;
+  bool operator==(const ModelConfig&) const = default;
+};
+
+// The optimisation loop.
+struct TrainOptions {
+  int64_t batch_size = 8;  // sequences per micro-batch (per rank)
+  int64_t grad_accum = 1;  // micro-batches per optimizer step
+  int64_t steps = 1000;
+  double lr = 1e-3;      // peak learning rate, reached after warmup_steps
+  double min_lr = 1e-4;  // end of the cosine decay
+  int64_t warmup_steps = 100;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // global gradient-norm clip; 0 disables
+  int64_t seed = 1337;
+  DType dtype = DType::f32;    // compute dtype (f32 or bf16); master weights are always f32
+  std::string device = "cpu";  // cpu, cpu:N, cuda, cuda:N, vchip:N, vchip:NAME
+  int64_t eval_every = 100;    // steps between evaluations; 0 disables
+  int64_t eval_batches = 8;    // micro-batches per evaluation
+  bool operator==(const TrainOptions&) const = default;
+};
+
+struct DataConfig {
+  // A text file (byte-level tokens) or an llm.c-style .bin file of uint16 tokens. Relative paths
+  // are relative to the working directory of the process.
+  std::string path;             // required
+  std::string format = "text";  // text | bin
+  double val_fraction = 0.1;    // tail fraction held out for evaluation, in [0, 1)
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct LogConfig {
+  int64_t every = 10;        // steps between progress lines / metrics records
+  std::string metrics_file;  // JSON lines; empty: none
+  std::string trace_file;    // Chrome trace; empty: none
+  bool operator==(const LogConfig&) const = default;
+};
+
+struct CheckpointConfig {
+  std::string dir;        // empty: no checkpoints
+  int64_t every = 0;      // steps between checkpoints; 0: only at the end (when dir is set)
+  int64_t keep_last = 3;  // 0 keeps all
+  bool resume = false;    // resume from the newest checkpoint in dir if there is one
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  TrainOptions train;
+  DataConfig data;
+  LogConfig log;
+  CheckpointConfig checkpoint;
+  // Where each key's value came from ("FILE:LINE", "--set"); keys absent here are defaults. Not
+  // part of equality.
+  std::map<std::string, std::string> origin;
+
+  bool operator==(const TrainConfig& o) const {
+    return model == o.model && train == o.train && data == o.data && log == o.log &&
+           checkpoint == o.checkpoint;
+  }
+  // "FILE:LINE", "--set" or "default".
+  std::string origin_of(std::string_view key) const;
+};
+
+// Reads a YAML file and applies `overrides` ("section.key=value", in order, later wins), then
+// validates (including that data.path exists). Throws ConfigError.
+TrainConfig load_config(const std::string& path, std::span<const std::string> overrides = {});
+
+// Parses YAML text; `source` names it in messages (a file name). Does not validate.
+TrainConfig parse_yaml(std::string_view text, const std::string& source);
+
+// Applies one "section.key=value" override to `config`, recording "--set" as its origin.
+void apply_override(TrainConfig& config, std::string_view assignment);
+
+struct ValidateOptions {
+  bool check_files = true;  // data.path must exist
+};
+
+// Range and cross-field checks (heads divide dim, even head dim, ...). Throws ConfigError.
+void validate(const TrainConfig& config, ValidateOptions options = {});
+
+// Every key as a table (key, type, default, meaning), for `h2 train --help`.
+std::string help_table();
+
+// The effective configuration as YAML that parse_yaml reads back to an equal TrainConfig.
+std::string dump_yaml(const TrainConfig& config);
+
+// Writes dump_yaml(config) to `path`; throws h2::Error when the file cannot be written.
+void write_yaml(const TrainConfig& config, const std::string& path);
+
+}  // namespace h2::config

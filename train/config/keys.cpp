@@ -1,0 +1,305 @@
+// The key table (see keys.h) and the text <-> value conversions every key goes through.
+#include "train/config/keys.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include "core/error.h"
+
+namespace h2::config {
+namespace {
+
+// &field<&TrainConfig::model, &ModelConfig::dim> is an accessor `int64_t* (*)(TrainConfig&)`.
+template <auto Section, auto Member>
+auto* field(TrainConfig& c) {
+  return &((c.*Section).*Member);
+}
+
+using TC = TrainConfig;
+using MC = ModelConfig;
+using TO = TrainOptions;
+using DC = DataConfig;
+using LC = LogConfig;
+using CC = CheckpointConfig;
+using KT = KeyType;
+
+constexpr Range at_least(double lo) {
+  return Range{lo, HUGE_VAL, false, false};
+}
+constexpr Range above(double lo) {
+  return Range{lo, HUGE_VAL, true, false};
+}
+
+const KeyInfo kKeys[] = {
+    {"model.vocab_size", KT::integer, &field<&TC::model, &MC::vocab_size>,
+     "tokens in the vocabulary; at least 256 for data.format text (bytes)", at_least(1)},
+    {"model.dim", KT::integer, &field<&TC::model, &MC::dim>, "hidden size", at_least(1)},
+    {"model.n_layers", KT::integer, &field<&TC::model, &MC::n_layers>, "transformer blocks",
+     at_least(1)},
+    {"model.n_heads", KT::integer, &field<&TC::model, &MC::n_heads>,
+     "attention (query) heads; must divide dim, and dim/n_heads must be even (rotary)",
+     at_least(1)},
+    {"model.n_kv_heads", KT::integer, &field<&TC::model, &MC::n_kv_heads>,
+     "key/value heads (grouped-query attention); must divide n_heads", at_least(1)},
+    {"model.ffn_dim", KT::integer, &field<&TC::model, &MC::ffn_dim>, "SwiGLU hidden size",
+     at_least(1)},
+    {"model.seq_len", KT::integer, &field<&TC::model, &MC::seq_len>,
+     "maximum context; also the training window (tokens per sequence)", at_least(1)},
+    {"model.rope_theta", KT::number, &field<&TC::model, &MC::rope_theta>, "rotary embedding base",
+     above(0)},
+    {"model.norm_eps", KT::number, &field<&TC::model, &MC::norm_eps>, "RMSNorm epsilon", above(0)},
+    {"model.tie_embeddings", KT::boolean, &field<&TC::model, &MC::tie_embeddings>,
+     "LM head shares the token embedding"},
+
+    {"train.batch_size", KT::integer, &field<&TC::train, &TO::batch_size>,
+     "sequences per micro-batch (per rank)", at_least(1)},
+    {"train.grad_accum", KT::integer, &field<&TC::train, &TO::grad_accum>,
+     "micro-batches accumulated per optimizer step", at_least(1)},
+    {"train.steps", KT::integer, &field<&TC::train, &TO::steps>, "optimizer steps", at_least(1)},
+    {"train.lr", KT::number, &field<&TC::train, &TO::lr>, "peak learning rate (after warm-up)",
+     above(0)},
+    {"train.min_lr", KT::number, &field<&TC::train, &TO::min_lr>,
+     "learning rate at the end of the cosine decay; <= lr", at_least(0)},
+    {"train.warmup_steps", KT::integer, &field<&TC::train, &TO::warmup_steps>,
+     "linear warm-up steps", at_least(0)},
+    {"train.weight_decay", KT::number, &field<&TC::train, &TO::weight_decay>,
+     "AdamW decoupled weight decay", at_least(0)},
+    {"train.grad_clip", KT::number, &field<&TC::train, &TO::grad_clip>,
+     "clip the global gradient norm to this; 0 disables", at_least(0)},
+    {"train.seed", KT::integer, &field<&TC::train, &TO::seed>,
+     "seed for initialisation and data sampling", at_least(0)},
+    {"train.dtype",
+     KT::dtype,
+     &field<&TC::train, &TO::dtype>,
+     "compute dtype; master weights stay f32",
+     {},
+     "f32|bf16"},
+    {"train.device", KT::string, &field<&TC::train, &TO::device>,
+     "cpu, cuda, cuda:N, vchip:N or vchip:NAME"},
+    {"train.eval_every", KT::integer, &field<&TC::train, &TO::eval_every>,
+     "steps between evaluations on the held-out split; 0 disables", at_least(0)},
+    {"train.eval_batches", KT::integer, &field<&TC::train, &TO::eval_batches>,
+     "micro-batches per evaluation", at_least(1)},
+
+    {"data.path", KT::string, &field<&TC::data, &DC::path>,
+     "training data file (relative to the working directory); required"},
+    {"data.format",
+     KT::string,
+     &field<&TC::data, &DC::format>,
+     "text: bytes as tokens; bin: llm.c/nanoGPT uint16 tokens",
+     {},
+     "text|bin"},
+    {"data.val_fraction", KT::number, &field<&TC::data, &DC::val_fraction>,
+     "fraction of the data held out for evaluation", Range{0, 1, false, true}},
+
+    {"log.every", KT::integer, &field<&TC::log, &LC::every>,
+     "steps between progress lines and metrics records", at_least(1)},
+    {"log.metrics_file", KT::string, &field<&TC::log, &LC::metrics_file>,
+     "JSON-lines metrics file; empty: none"},
+    {"log.trace_file", KT::string, &field<&TC::log, &LC::trace_file>,
+     "Chrome trace file; empty: none"},
+
+    {"checkpoint.dir", KT::string, &field<&TC::checkpoint, &CC::dir>,
+     "checkpoint directory; empty: no checkpoints"},
+    {"checkpoint.every", KT::integer, &field<&TC::checkpoint, &CC::every>,
+     "steps between checkpoints; 0: only at the end", at_least(0)},
+    {"checkpoint.keep_last", KT::integer, &field<&TC::checkpoint, &CC::keep_last>,
+     "checkpoints kept; 0 keeps all", at_least(0)},
+    {"checkpoint.resume", KT::boolean, &field<&TC::checkpoint, &CC::resume>,
+     "resume from the newest checkpoint in dir"},
+};
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min(
+          {row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? size_t{0} : size_t{1})});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+bool in_choices(std::string_view choices, std::string_view text) {
+  size_t start = 0;
+  while (start <= choices.size()) {
+    size_t bar = choices.find('|', start);
+    if (bar == std::string_view::npos) bar = choices.size();
+    if (choices.substr(start, bar - start) == text) return true;
+    start = bar + 1;
+  }
+  return false;
+}
+
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+[[noreturn]] void bad_value(const KeyInfo& key, std::string_view text, std::string_view where,
+                            std::string_view problem) {
+  H2_THROW(ConfigError, "{}: {} = '{}' {}", where, key.name, text, problem);
+}
+
+void check_range(const KeyInfo& key, double value, std::string_view text, std::string_view where) {
+  if (!key.range.contains(value))
+    H2_THROW(ConfigError, "{}: {} = {} is out of range (must be {})", where, key.name, text,
+             key.range.str());
+}
+
+}  // namespace
+
+bool Range::contains(double v) const {
+  if (lo_open ? !(v > lo) : !(v >= lo)) return false;
+  if (hi_open ? !(v < hi) : !(v <= hi)) return false;
+  return true;
+}
+
+std::string Range::str() const {
+  bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
+  if (has_lo && has_hi)
+    return fmt::format("in {}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+  if (has_lo) return fmt::format("{} {}", lo_open ? ">" : ">=", lo);
+  if (has_hi) return fmt::format("{} {}", hi_open ? "<" : "<=", hi);
+  return {};
+}
+
+std::string_view key_type_name(KeyType type) {
+  switch (type) {
+    case KeyType::integer:
+      return "integer";
+    case KeyType::number:
+      return "number";
+    case KeyType::boolean:
+      return "bool";
+    case KeyType::string:
+      return "string";
+    case KeyType::dtype:
+      return "dtype";
+  }
+  return "?";
+}
+
+std::span<const KeyInfo> keys() {
+  return kKeys;
+}
+
+const KeyInfo* find_key(std::string_view name) {
+  for (const KeyInfo& key : kKeys)
+    if (key.name == name) return &key;
+  return nullptr;
+}
+
+bool is_section(std::string_view name) {
+  for (const KeyInfo& key : kKeys)
+    if (key.section() == name) return true;
+  return false;
+}
+
+std::string closest_key(std::string_view name) {
+  // The same leaf in another section ("train.seq_len" -> "model.seq_len") is the likeliest slip.
+  std::string_view leaf = name.substr(name.find('.') + 1);
+  if (name.find('.') != std::string_view::npos)
+    for (const KeyInfo& key : kKeys)
+      if (key.leaf() == leaf) return std::string(key.name);
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
+  auto consider = [&](std::string_view candidate) {
+    size_t d = edit_distance(name, candidate);
+    if (d < best_distance) best_distance = d, best = candidate;
+  };
+  for (const KeyInfo& key : kKeys) {
+    consider(key.name);
+    consider(key.section());
+  }
+  return best;
+}
+
+void set_from_text(const KeyInfo& key, TrainConfig& config, std::string_view text,
+                   std::string_view where) {
+  std::string s(text);
+  if (key.type != KeyType::string && s.empty()) bad_value(key, text, where, "has no value");
+  switch (key.type) {
+    case KeyType::integer: {
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(s.c_str(), &end, 10);
+      if (*end != '\0' || std::isspace(static_cast<unsigned char>(s[0])))
+        bad_value(key, text, where, "is not an integer");
+      if (errno == ERANGE) bad_value(key, text, where, "is too large");
+      check_range(key, double(v), text, where);
+      *std::get<int64_t* (*)(TrainConfig&)>(key.field)(config) = v;
+      return;
+    }
+    case KeyType::number: {
+      char* end = nullptr;
+      double v = std::strtod(s.c_str(), &end);
+      if (*end != '\0' || std::isspace(static_cast<unsigned char>(s[0])))
+        bad_value(key, text, where, "is not a number");
+      if (!std::isfinite(v)) bad_value(key, text, where, "is not a finite number");
+      check_range(key, v, text, where);
+      *std::get<double* (*)(TrainConfig&)>(key.field)(config) = v;
+      return;
+    }
+    case KeyType::boolean: {
+      bool* out = std::get<bool* (*)(TrainConfig&)>(key.field)(config);
+      if (s == "true" || s == "True" || s == "TRUE" || s == "yes" || s == "on" || s == "1")
+        *out = true;
+      else if (s == "false" || s == "False" || s == "FALSE" || s == "no" || s == "off" || s == "0")
+        *out = false;
+      else
+        bad_value(key, text, where, "is not a boolean (true or false)");
+      return;
+    }
+    case KeyType::string:
+      if (!key.choices.empty() && !in_choices(key.choices, s))
+        bad_value(key, text, where, fmt::format("is not one of {}", key.choices));
+      *std::get<std::string* (*)(TrainConfig&)>(key.field)(config) = s;
+      return;
+    case KeyType::dtype:
+      if (!key.choices.empty() && !in_choices(key.choices, s))
+        bad_value(key, text, where, fmt::format("is not one of {}", key.choices));
+      *std::get<DType* (*)(TrainConfig&)>(key.field)(config) = parse_dtype(s);
+      return;
+  }
+}
+
+std::string value_text(const KeyInfo& key, const TrainConfig& config) {
+  // The accessors take a mutable config; reading through them does not modify it.
+  auto& c = const_cast<TrainConfig&>(config);
+  switch (key.type) {
+    case KeyType::integer:
+      return fmt::format("{}", *std::get<int64_t* (*)(TrainConfig&)>(key.field)(c));
+    case KeyType::number:  // shortest text that reads back to the same double
+      return fmt::format("{}", *std::get<double* (*)(TrainConfig&)>(key.field)(c));
+    case KeyType::boolean:
+      return *std::get<bool* (*)(TrainConfig&)>(key.field)(c) ? "true" : "false";
+    case KeyType::string:
+      return quoted(*std::get<std::string* (*)(TrainConfig&)>(key.field)(c));
+    case KeyType::dtype:
+      return std::string(dtype_name(*std::get<DType* (*)(TrainConfig&)>(key.field)(c)));
+  }
+  return {};
+}
+
+}  // namespace h2::config

@@ -1,0 +1,102 @@
+// Cross-field checks of a TrainConfig (single-key ranges are checked as each value is set, in
+// keys.cpp). Each message names every key involved, its value and where the value came from.
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+#include "core/error.h"
+#include "train/config/config.h"
+
+namespace h2::config {
+namespace {
+
+// "model.dim = 100 (cfg.yaml:3)"
+std::string show(const TrainConfig& c, std::string_view key, const auto& value) {
+  return fmt::format("{} = {} ({})", key, value, c.origin_of(key));
+}
+
+bool numeric(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+bool valid_device(std::string_view spec) {
+  size_t colon = spec.find(':');
+  std::string_view kind = spec.substr(0, colon);
+  if (colon == std::string_view::npos) return kind == "cpu" || kind == "cuda";
+  std::string_view rest = spec.substr(colon + 1);
+  if (kind == "cpu" || kind == "cuda") return numeric(rest);
+  return kind == "vchip" && !rest.empty();
+}
+
+void check_model(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  if (m.dim % m.n_heads != 0)
+    H2_THROW(ConfigError, "{} is not divisible by {}", show(c, "model.dim", m.dim),
+             show(c, "model.n_heads", m.n_heads));
+  if (m.n_heads % m.n_kv_heads != 0)
+    H2_THROW(ConfigError, "{} is not divisible by {} (grouped-query attention)",
+             show(c, "model.n_heads", m.n_heads), show(c, "model.n_kv_heads", m.n_kv_heads));
+  if ((m.dim / m.n_heads) % 2 != 0)
+    H2_THROW(ConfigError,
+             "head dim = model.dim / model.n_heads = {} / {} = {} is odd; rotary embedding needs "
+             "an even head dim (model.dim from {}, model.n_heads from {})",
+             m.dim, m.n_heads, m.dim / m.n_heads, c.origin_of("model.dim"),
+             c.origin_of("model.n_heads"));
+  if (c.data.format == "text" && m.vocab_size < 256)
+    H2_THROW(ConfigError, "{} is smaller than 256, the byte-level tokenizer's vocabulary ({})",
+             show(c, "model.vocab_size", m.vocab_size), show(c, "data.format", c.data.format));
+}
+
+void check_train(const TrainConfig& c) {
+  const TrainOptions& t = c.train;
+  if (t.min_lr > t.lr)
+    H2_THROW(ConfigError, "{} is larger than {}", show(c, "train.min_lr", t.min_lr),
+             show(c, "train.lr", t.lr));
+  if (!valid_device(t.device))
+    H2_THROW(ConfigError, "{} is not a device: expected cpu, cuda, cuda:N, vchip:N or vchip:NAME",
+             show(c, "train.device", fmt::format("'{}'", t.device)));
+  if (t.eval_every > 0 && c.data.val_fraction == 0)
+    H2_THROW(ConfigError,
+             "{} asks for evaluation but {} holds nothing out (set it > 0, or set "
+             "train.eval_every = 0)",
+             show(c, "train.eval_every", t.eval_every),
+             show(c, "data.val_fraction", c.data.val_fraction));
+}
+
+void check_checkpoint(const TrainConfig& c) {
+  const CheckpointConfig& k = c.checkpoint;
+  if (!k.dir.empty()) return;
+  if (k.resume)
+    H2_THROW(ConfigError, "{} needs checkpoint.dir, which is empty ({})",
+             show(c, "checkpoint.resume", "true"), c.origin_of("checkpoint.dir"));
+  if (k.every > 0)
+    H2_THROW(ConfigError, "{} needs checkpoint.dir, which is empty ({})",
+             show(c, "checkpoint.every", k.every), c.origin_of("checkpoint.dir"));
+}
+
+void check_data_file(const TrainConfig& c) {
+  const std::string& path = c.data.path;
+  if (path.empty())
+    H2_THROW(ConfigError, "data.path is not set ({}); name the training data file",
+             c.origin_of("data.path"));
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status))
+    H2_THROW(ConfigError, "{}: file not found (working directory {})",
+             show(c, "data.path", fmt::format("'{}'", path)),
+             std::filesystem::current_path(ec).string());
+  if (std::filesystem::is_directory(status))
+    H2_THROW(ConfigError, "{}: is a directory, not a file",
+             show(c, "data.path", fmt::format("'{}'", path)));
+}
+
+}  // namespace
+
+void validate(const TrainConfig& config, ValidateOptions options) {
+  check_model(config);
+  check_train(config);
+  check_checkpoint(config);
+  if (options.check_files) check_data_file(config);
+}
+
+}  // namespace h2::config
