@@ -1,0 +1,74 @@
+// Metrics lines carry the CLI.md fields, are readable JSON after every step (flushed as written),
+// end with a "done" summary, and the progress line shows the same figures.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "train/metrics/metrics_log.h"
+
+namespace h2::train {
+namespace {
+
+std::vector<nlohmann::json> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+TEST(MetricsLog, WritesFlushedJsonLinesWithTheContractFields) {
+  std::string path =
+      (std::filesystem::temp_directory_path() / "h2_metrics_test/run/metrics.jsonl").string();
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  MetricsLog log(path);
+  StepMetrics m{.step = 10,
+                .total_steps = 300,
+                .loss = 2.5,
+                .lr = 1e-3,
+                .tokens_per_s = 18000,
+                .step_ms = 56.9,
+                .mfu = 0.31,
+                .mem_bytes = 43 << 20,
+                .grad_norm = 0.8};
+  log.write_step(m);
+  auto lines = read_lines(path);  // readable before the log is closed: nothing buffered
+  ASSERT_EQ(lines.size(), 1u);
+  for (const char* key : {"step", "loss", "lr", "tokens_per_s", "step_ms", "mfu", "mem_bytes"})
+    EXPECT_TRUE(lines[0].contains(key)) << key;
+  EXPECT_FALSE(lines[0].contains("eval_loss"));
+  m.step = 20;
+  m.eval_loss = 2.7;
+  log.write_step(m);
+  log.write_done({{"steps", 20}, {"final_loss", 2.5}});
+  lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["eval_loss"], 2.7);
+  EXPECT_EQ(lines[2]["event"], "done");
+  EXPECT_EQ(lines[2]["steps"], 20);
+}
+
+TEST(MetricsLog, ProgressLineShowsTheFigures) {
+  StepMetrics m{.step = 40,
+                .total_steps = 300,
+                .loss = 2.4512,
+                .lr = 2.9e-3,
+                .tokens_per_s = 18230,
+                .mfu = 0.312,
+                .mem_bytes = int64_t(41.2 * (1 << 20))};
+  std::string line = progress_line(m, 72);
+  EXPECT_NE(line.find("step  40/300"), std::string::npos) << line;
+  EXPECT_NE(line.find("loss 2.4512"), std::string::npos) << line;
+  EXPECT_NE(line.find("18230 tok/s"), std::string::npos) << line;
+  EXPECT_NE(line.find("mfu  31.2%"), std::string::npos) << line;
+  EXPECT_NE(line.find("mem 41.2 MiB"), std::string::npos) << line;
+  EXPECT_NE(line.find("eta 1m12s"), std::string::npos) << line;
+}
+
+TEST(MetricsLog, UnwritablePathIsAConfigError) {
+  EXPECT_THROW(MetricsLog("/proc/h2-cannot-write/metrics.jsonl"), ConfigError);
+}
+
+}  // namespace
+}  // namespace h2::train

@@ -1,0 +1,86 @@
+// JSON-lines metrics and the progress line (see metrics_log.h).
+#include "train/metrics/metrics_log.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace h2::train {
+namespace {
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = double(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, units[unit]);
+}
+
+std::string human_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  auto s = int64_t(std::llround(seconds));
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+}  // namespace
+
+nlohmann::json to_json(const StepMetrics& m) {
+  nlohmann::json j = {{"step", m.step},
+                      {"loss", m.loss},
+                      {"lr", m.lr},
+                      {"tokens_per_s", m.tokens_per_s},
+                      {"step_ms", m.step_ms},
+                      {"mfu", m.mfu},
+                      {"mem_bytes", m.mem_bytes},
+                      {"grad_norm", m.grad_norm}};
+  if (m.eval_loss) j["eval_loss"] = *m.eval_loss;
+  return j;
+}
+
+std::string progress_line(const StepMetrics& m, double eta_seconds) {
+  int width = int(fmt::format("{}", m.total_steps).size());
+  std::string line = fmt::format(
+      "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | {:>9.0f} tok/s | mfu {:5.1f}% | mem {} | eta {}",
+      m.step, width, m.total_steps, m.loss, m.lr, m.tokens_per_s, 100 * m.mfu,
+      human_bytes(m.mem_bytes), human_duration(eta_seconds));
+  if (m.eval_loss) line += fmt::format(" | eval {:.4f}", *m.eval_loss);
+  return line;
+}
+
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  std::filesystem::path p(path);
+  std::error_code error;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), error);
+  file_.open(path, std::ios::trunc);
+  if (!file_)
+    H2_THROW(ConfigError, "log.metrics_file: cannot open '{}' for writing{}", path,
+             error ? ": " + error.message() : "");
+}
+
+void MetricsLog::write(const nlohmann::json& line) {
+  if (!file_.is_open()) return;
+  file_ << line.dump() << '\n';
+  file_.flush();  // one line at a time: a crash keeps every step logged so far
+  H2_CHECK(file_.good(), "writing metrics to '{}' failed (disk full?)", path_);
+}
+
+void MetricsLog::write_step(const StepMetrics& m) {
+  write(to_json(m));
+}
+
+void MetricsLog::write_done(const nlohmann::json& summary) {
+  nlohmann::json line = summary;
+  line["event"] = "done";
+  write(line);
+}
+
+}  // namespace h2::train

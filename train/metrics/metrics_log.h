@@ -1,0 +1,49 @@
+// Training metrics: one JSON object per logging step appended to a JSON-lines file and flushed
+// at once (a crash loses nothing already logged), plus the human progress line with the same
+// figures. Field names are the contract of CLI.md: step, loss, lr, tokens_per_s, step_ms, mfu,
+// mem_bytes (eval_loss when evaluated), then a summary object with "event": "done".
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace h2::train {
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based optimizer step
+  int64_t total_steps = 0;
+  double loss = 0;
+  double lr = 0;
+  double tokens_per_s = 0;
+  double step_ms = 0;
+  double mfu = 0;         // model FLOPs / (step time * device peak)
+  int64_t mem_bytes = 0;  // device memory in use
+  double grad_norm = 0;
+  std::optional<double> eval_loss;
+};
+
+// The JSON object written for a step (also used by tests and tools).
+nlohmann::json to_json(const StepMetrics& m);
+
+// "step   40/300 | loss 2.4512 | lr 2.9e-03 | 18,230 tok/s | mfu 31.2% | mem 41.2 MiB | eta 1m12s"
+std::string progress_line(const StepMetrics& m, double eta_seconds);
+
+class MetricsLog {
+ public:
+  // Creates (truncates) `path` and its parent folders; an empty path logs nowhere.
+  explicit MetricsLog(const std::string& path);
+  void write_step(const StepMetrics& m);
+  // The closing summary line: {"event": "done", ...fields}.
+  void write_done(const nlohmann::json& summary);
+
+ private:
+  void write(const nlohmann::json& line);
+  std::string path_;
+  std::ofstream file_;
+};
+
+}  // namespace h2::train
