@@ -1,0 +1,47 @@
+// The single-process training loop: a Llama on one device, AdamW with FP32 master weights,
+// warm-up + cosine schedule, gradient accumulation over micro-batches, global-norm clipping,
+// periodic evaluation on the held-out split, a progress line and JSON-lines metrics. Everything
+// is decided by the config before the first step; the run is deterministic for a seed.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "core/runtime.h"
+#include "models/llama.h"
+#include "train/config/config.h"
+#include "train/data/dataset.h"
+#include "train/metrics/metrics_log.h"
+
+namespace h2::train {
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double final_loss = 0;        // training loss of the last step
+  double final_eval_loss = -1;  // -1 when evaluation is off
+  double tokens_per_s = 0;      // over the whole run
+  int64_t peak_mem_bytes = 0;
+};
+
+class Trainer {
+ public:
+  // Validates the config, loads the data and builds the model; throws ConfigError before any
+  // training work on bad input. `print` receives each progress line (stdout in `h2 train`).
+  Trainer(const config::TrainConfig& config, Runtime& runtime,
+          std::function<void(const std::string&)> print);
+  ~Trainer();
+  TrainSummary run();
+  // Mean loss over up to train.eval_batches batches of the validation split.
+  double evaluate();
+  models::Llama& model();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Model FLOPs of one token's forward and backward: 6 per parameter plus causal attention
+// (6 * T * C per layer: QK^T and PV, half the pairs, forward + backward).
+double training_flops_per_token(const models::LlamaConfig& cfg, int64_t num_parameters);
+
+}  // namespace h2::train
