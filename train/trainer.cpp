@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/tensor_host.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/data/sampler.h"
 #include "train/optim/adamw.h"
 #include "train/optim/lr_schedule.h"
@@ -63,12 +64,7 @@ struct Trainer::State {
         print(std::move(out)),
         dataset(data::TokenDataset::load(cfg.data.path, data::parse_data_format(cfg.data.format))),
         split(dataset.split(cfg.data.val_fraction, cfg.model.seq_len)),
-        metrics(cfg.log.metrics_file) {
-    if (!cfg.checkpoint.dir.empty())
-      H2_THROW(ConfigError,
-               "checkpoint.dir = '{}' ({}): checkpoints are not implemented yet; "
-               "unset checkpoint.dir",
-               cfg.checkpoint.dir, cfg.origin_of("checkpoint.dir"));
+        metrics(cfg.log.metrics_file, cfg.checkpoint.resume) {
     dataset.check_vocab(cfg.model.vocab_size);
     models::LlamaConfig llama = llama_config(cfg.model);
     model = std::make_unique<models::Llama>(
@@ -83,6 +79,56 @@ struct Trainer::State {
                 .warmup_steps = cfg.train.warmup_steps,
                 .total_steps = cfg.train.steps};
     flops_per_token = training_flops_per_token(llama, model->num_parameters());
+  }
+
+  // Writes DIR/step_NNNNNN after `steps` optimizer steps.
+  void save(int64_t steps) {
+    checkpoint::TensorMap model_tensors, optimizer_tensors;
+    const auto& params = optimizer->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const AdamW::State& st = optimizer->state()[i];
+      model_tensors[params[i].name] = checkpoint::store(st.master);
+      optimizer_tensors["m/" + params[i].name] = checkpoint::store(st.m);
+      optimizer_tensors["v/" + params[i].name] = checkpoint::store(st.v);
+    }
+    std::string where = checkpoint::save_checkpoint(
+        config.checkpoint.dir, {steps, sampler->position(), config::dump_yaml(config)},
+        model_tensors, optimizer_tensors, config.checkpoint.keep_last);
+    print(fmt::format("checkpoint: {}", where));
+  }
+
+  // Loads the newest checkpoint in checkpoint.dir; returns the steps it had completed (0: none).
+  int64_t resume() {
+    auto latest = checkpoint::latest_checkpoint(config.checkpoint.dir);
+    if (!latest) return 0;
+    checkpoint::TrainerState saved = checkpoint::read_trainer_state(*latest);
+    std::string model_file = *latest + "/model.safetensors";
+    std::string optimizer_file = *latest + "/optimizer.safetensors";
+    checkpoint::TensorMap model_tensors = checkpoint::read_safetensors(model_file);
+    checkpoint::TensorMap optimizer_tensors = checkpoint::read_safetensors(optimizer_file);
+    const auto& params = optimizer->params();
+    auto find = [](checkpoint::TensorMap& map, const std::string& name,
+                   const std::string& file) -> const checkpoint::StoredTensor& {
+      auto it = map.find(name);
+      if (it == map.end())
+        H2_THROW(ConfigError, "{}: no tensor '{}' (a checkpoint of another model?)", file, name);
+      return it->second;
+    };
+    for (size_t i = 0; i < params.size(); ++i) {
+      AdamW::State& st = optimizer->state()[i];
+      const std::string& name = params[i].name;
+      checkpoint::load_into(st.master, find(model_tensors, name, model_file),
+                            model_file + ": " + name);
+      checkpoint::load_into(st.m, find(optimizer_tensors, "m/" + name, optimizer_file),
+                            optimizer_file);
+      checkpoint::load_into(st.v, find(optimizer_tensors, "v/" + name, optimizer_file),
+                            optimizer_file);
+    }
+    optimizer->sync_params_from_masters();
+    optimizer->restore_steps(saved.step);
+    sampler->seek(saved.sampler_position);
+    print(fmt::format("resumed from {} (step {})", *latest, saved.step));
+    return saved.step;
   }
 
   // Uploads a host batch of ids as an i32 (B*T) tensor on the device.
@@ -136,10 +182,12 @@ TrainSummary Trainer::run() {
                   s.split.train.size(), s.split.val.size()));
 
   TrainSummary summary;
+  const bool checkpoints = !s.config.checkpoint.dir.empty();
+  const int64_t first_step = checkpoints && s.config.checkpoint.resume ? s.resume() : 0;
   std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
   auto run_start = Clock::now(), interval_start = run_start;
   int64_t interval_steps = 0;
-  for (int64_t step = 0; step < t.steps; ++step) {
+  for (int64_t step = first_step; step < t.steps; ++step) {
     s.optimizer->zero_grad();
     double loss = 0;
     for (int64_t micro = 0; micro < t.grad_accum; ++micro) {
@@ -177,16 +225,21 @@ TrainSummary Trainer::run() {
         summary.final_eval_loss = *m.eval_loss;
       }
       double elapsed = std::chrono::duration<double>(now - run_start).count();
-      double eta = elapsed / double(step + 1) * double(t.steps - step - 1);
+      double eta = elapsed / double(step + 1 - first_step) * double(t.steps - step - 1);
       s.print(progress_line(m, eta));
       s.metrics.write_step(m);
       interval_start = Clock::now();  // evaluation time is not training time
       interval_steps = 0;
     }
+    int64_t every = s.config.checkpoint.every;
+    if (checkpoints && (last || (every > 0 && (step + 1) % every == 0))) {
+      s.save(step + 1);
+      interval_start = Clock::now();
+    }
   }
   double total = std::chrono::duration<double>(Clock::now() - run_start).count();
   summary.steps = t.steps;
-  summary.tokens_per_s = tokens_per_step * double(t.steps) / total;
+  summary.tokens_per_s = tokens_per_step * double(t.steps - first_step) / total;
   summary.peak_mem_bytes = s.device.allocator().stats().peak_bytes_in_use;
   nlohmann::json done = {{"steps", summary.steps},
                          {"final_loss", summary.final_loss},

@@ -55,12 +55,12 @@ std::string progress_line(const StepMetrics& m, double eta_seconds) {
   return line;
 }
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   if (path.empty()) return;
   std::filesystem::path p(path);
   std::error_code error;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), error);
-  file_.open(path, std::ios::trunc);
+  file_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!file_)
     H2_THROW(ConfigError, "log.metrics_file: cannot open '{}' for writing{}", path,
              error ? ": " + error.message() : "");

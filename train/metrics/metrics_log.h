@@ -34,8 +34,9 @@ std::string progress_line(const StepMetrics& m, double eta_seconds);
 
 class MetricsLog {
  public:
-  // Creates (truncates) `path` and its parent folders; an empty path logs nowhere.
-  explicit MetricsLog(const std::string& path);
+  // Creates `path` (truncated, or appended to when `append`: a resumed run) and its parent
+  // folders; an empty path logs nowhere.
+  explicit MetricsLog(const std::string& path, bool append = false);
   void write_step(const StepMetrics& m);
   // The closing summary line: {"event": "done", ...fields}.
   void write_done(const nlohmann::json& summary);

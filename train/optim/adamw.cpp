@@ -57,6 +57,12 @@ void AdamW::step(double lr, double grad_scale) {
   }
 }
 
+void AdamW::sync_params_from_masters() {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (state_[i].master.data() != params_[i].param.data())
+      params_[i].param.copy_from(state_[i].master);
+}
+
 void AdamW::zero_grad() {
   for (const ParamRef& p : params_) ops::fill({.out = p.grad, .value = 0.0});
 }

@@ -38,11 +38,16 @@ class AdamW {
   // Sets every gradient to zero (before accumulating the next step's micro-batches).
   void zero_grad();
   int64_t steps_taken() const { return step_; }
+  // After loading state from a checkpoint: steps already taken (bias correction continues).
+  void restore_steps(int64_t steps) { step_ = steps; }
+  // After loading masters from a checkpoint: rewrites each compute copy from its master.
+  void sync_params_from_masters();
   // The optimizer's per-parameter state, for checkpoints: master (f32), m, v.
   struct State {
     Tensor master, m, v;
   };
   const std::vector<State>& state() const { return state_; }
+  std::vector<State>& state() { return state_; }
   const std::vector<ParamRef>& params() const { return params_; }
 
  private:

@@ -58,11 +58,27 @@ TEST(Trainer, SameSeedIsBitIdenticalAndTheModelLearns) {
   EXPECT_GT(a.summary.final_eval_loss, 0);
 }
 
-TEST(Trainer, CheckpointDirIsRejectedUntilCheckpointsExist) {
+TEST(Trainer, ResumedRunEqualsUninterruptedRun) {
+  auto dir = std::filesystem::temp_directory_path() / "h2_trainer_resume_test";
+  std::filesystem::remove_all(dir);
   config::TrainConfig cfg = small_config();
-  cfg.checkpoint.dir = "runs/x";
-  auto runtime = create_runtime();
-  EXPECT_THROW(Trainer(cfg, *runtime, [](const std::string&) {}), h2::ConfigError);
+  TrainRun uninterrupted = train_once(cfg);
+
+  cfg.checkpoint.dir = dir.string();
+  cfg.checkpoint.every = 30;
+  cfg.checkpoint.keep_last = 0;
+  TrainRun checkpointed = train_once(cfg);
+  EXPECT_EQ(checkpointed.params, uninterrupted.params) << "checkpointing changed the run";
+  ASSERT_TRUE(std::filesystem::exists(dir / "step_000030" / "model.safetensors"));
+  std::filesystem::remove_all(dir / "step_000060");  // as if the run had died after step 30
+
+  cfg.checkpoint.resume = true;
+  TrainRun resumed = train_once(cfg);
+  ASSERT_EQ(resumed.params.size(), uninterrupted.params.size());
+  for (size_t i = 0; i < resumed.params.size(); ++i)
+    EXPECT_EQ(resumed.params[i], uninterrupted.params[i]) << "parameter " << i;
+  EXPECT_EQ(resumed.summary.final_loss, uninterrupted.summary.final_loss);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
