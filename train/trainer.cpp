@@ -40,7 +40,10 @@ std::vector<ParamRef> param_refs(models::Llama& model) {
 }  // namespace
 
 double training_flops_per_token(const models::LlamaConfig& cfg, int64_t num_parameters) {
-  return 6.0 * double(num_parameters) + 6.0 * double(cfg.n_layers * cfg.seq_len * cfg.dim);
+  // The input embedding is a lookup, not a matmul: leave it out unless the head shares it.
+  double matmul_parameters = double(num_parameters);
+  if (!cfg.tie_embeddings) matmul_parameters -= double(cfg.vocab_size * cfg.dim);
+  return 6.0 * matmul_parameters + 6.0 * double(cfg.n_layers * cfg.seq_len * cfg.dim);
 }
 
 struct Trainer::State {

@@ -40,8 +40,9 @@ class Trainer {
   std::unique_ptr<State> state_;
 };
 
-// Model FLOPs of one token's forward and backward: 6 per parameter plus causal attention
-// (6 * T * C per layer: QK^T and PV, half the pairs, forward + backward).
+// Model FLOPs of one token's forward and backward: 6 per matmul parameter (every parameter but
+// an untied input embedding, which is a lookup) plus causal attention (6 * T * C per layer:
+// QK^T and PV over half the pairs, forward and backward).
 double training_flops_per_token(const models::LlamaConfig& cfg, int64_t num_parameters);
 
 }  // namespace h2::train

@@ -81,5 +81,24 @@ TEST(Trainer, ResumedRunEqualsUninterruptedRun) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Trainer, FlopsPerTokenCountsMatmulsOnly) {
+  // GPT-2-small-like shape, untied: 12 blocks of 4C^2 + 3CF weights plus norms, and the head.
+  models::LlamaConfig cfg{.vocab_size = 50257,
+                          .dim = 768,
+                          .n_layers = 12,
+                          .n_heads = 12,
+                          .n_kv_heads = 12,
+                          .ffn_dim = 2048,
+                          .seq_len = 256,
+                          .tie_embeddings = false};
+  int64_t block = 4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768;
+  int64_t params = 2 * 50257 * 768 + 12 * block + 768;
+  double expected = 6.0 * double(params - 50257 * 768) + 6.0 * 12 * 256 * 768;
+  EXPECT_DOUBLE_EQ(training_flops_per_token(cfg, params), expected);
+  cfg.tie_embeddings = true;  // the shared matrix is the head's matmul: counted once
+  EXPECT_DOUBLE_EQ(training_flops_per_token(cfg, params - 50257 * 768),
+                   6.0 * double(params - 50257 * 768) + 6.0 * 12 * 256 * 768);
+}
+
 }  // namespace
 }  // namespace h2::train
