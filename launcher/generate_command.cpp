@@ -18,6 +18,7 @@
 #include "train/checkpoint/checkpoint.h"
 #include "train/config/config.h"
 #include "train/data/tokenizer.h"
+#include "train/trainer.h"
 
 namespace h2::launcher {
 namespace {
@@ -56,17 +57,7 @@ int run_generate(const GenerateOptions& o) {
              dir, m.vocab_size);
   auto runtime = create_runtime();
   Device& device = runtime->device(o.device);
-  models::Llama model({.vocab_size = m.vocab_size,
-                       .dim = m.dim,
-                       .n_layers = m.n_layers,
-                       .n_heads = m.n_heads,
-                       .n_kv_heads = m.n_kv_heads,
-                       .ffn_dim = m.ffn_dim,
-                       .seq_len = m.seq_len,
-                       .rope_theta = float(m.rope_theta),
-                       .norm_eps = float(m.norm_eps),
-                       .tie_embeddings = m.tie_embeddings},
-                      device, {.dtype = DType::f32});
+  models::Llama model(train::llama_config(m), device, {.dtype = DType::f32});
   std::string weights_file = dir + "/model.safetensors";
   checkpoint::TensorMap weights = checkpoint::read_safetensors(weights_file);
   for (auto& p : model.named_parameters()) {

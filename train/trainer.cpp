@@ -18,6 +18,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+std::vector<ParamRef> param_refs(models::Llama& model) {
+  std::vector<ParamRef> refs;
+  for (auto& p : model.named_parameters()) refs.push_back({p.name, p.param, p.grad});
+  return refs;
+}
+
+}  // namespace
+
 models::LlamaConfig llama_config(const config::ModelConfig& m) {
   return {.vocab_size = m.vocab_size,
           .dim = m.dim,
@@ -30,14 +38,6 @@ models::LlamaConfig llama_config(const config::ModelConfig& m) {
           .norm_eps = float(m.norm_eps),
           .tie_embeddings = m.tie_embeddings};
 }
-
-std::vector<ParamRef> param_refs(models::Llama& model) {
-  std::vector<ParamRef> refs;
-  for (auto& p : model.named_parameters()) refs.push_back({p.name, p.param, p.grad});
-  return refs;
-}
-
-}  // namespace
 
 double training_flops_per_token(const models::LlamaConfig& cfg, int64_t num_parameters) {
   // The input embedding is a lookup, not a matmul: leave it out unless the head shares it.

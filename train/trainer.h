@@ -40,6 +40,9 @@ class Trainer {
   std::unique_ptr<State> state_;
 };
 
+// The model section of a config as the model's own config struct.
+models::LlamaConfig llama_config(const config::ModelConfig& model);
+
 // Model FLOPs of one token's forward and backward: 6 per matmul parameter (every parameter but
 // an untied input embedding, which is a lookup) plus causal attention (6 * T * C per layer:
 // QK^T and PV over half the pairs, forward and backward).
