@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Training throughput: `h2 train` against its PyTorch peer (bench/train_peer_torch.py, same
+# architecture and shapes, f32, 2 threads), alternating runs, ROUNDS of each per shape, then the
+# medians (bench/train_summary.py). Shapes:
+#   tiny: vocab 256, dim 128, 4 layers, 4 heads, ffn 344, seq 128, batch 8, tied head
+#   124m: vocab 50257, dim 768, 12 layers, 12 heads, ffn 2048, seq 256, batch 2, untied head
+#         (162.1M parameters with the separate 50257 x 768 head; 123.6M without it)
+# Throughput is tokens per step / median step time over the steps after the warm-up (H2: the
+# per-step metrics lines, log.every=1; the peer times each step itself); peak memory is the
+# process's max RSS (/usr/bin/time -f %M) for both. Each run starts on a quiet machine and is
+# repeated when other processes used over 5% of a core during it (as bench/run_all.sh).
+# Usage: bench/train_bench.sh [OUT_DIR]   (default build/train-bench)
+#   env: ROUNDS (3), H2 (build/bin/h2), PY (.venv-bench/bin/python), THREADS (2), TRIES (10),
+#        SHAPES ("tiny 124m"), TINY_STEPS (40 timed, after 5 warm-up), BIG_STEPS (4, after 2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-build/train-bench}
+rounds=${ROUNDS:-3}
+h2=${H2:-build/bin/h2}
+py=${PY:-.venv-bench/bin/python}
+threads=${THREADS:-2}
+tries=${TRIES:-10}
+read -ra shapes <<<"${SHAPES:-tiny 124m}"
+tiny_steps=${TINY_STEPS:-40}
+big_steps=${BIG_STEPS:-4}
+builds='ninja|make|cc1plus|nvcc|ld|cmake|ctest'
+mkdir -p "$out"
+: >"$out/load.txt"
+
+busy_percent() {
+  local a b
+  read -ra a </proc/stat
+  sleep 3
+  read -ra b </proc/stat
+  local total=0 idle=$((b[4] + b[5] - a[4] - a[5]))
+  for k in 1 2 3 4 5 6 7 8; do total=$((total + b[k] - a[k])); done
+  echo $((100 * (total - idle) / (total > 0 ? total : 1)))
+}
+
+wait_quiet() {
+  local waited=0
+  while pgrep -x "$builds" >/dev/null 2>&1 || (($(busy_percent) > 10)); do
+    ((waited++ % 12 == 0)) && echo "waiting for a quiet machine: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+    sleep 10
+  done
+}
+
+busy_jiffies() {
+  awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
+}
+
+# run NAME CMD...: stdout+stderr into $out/NAME.log, "%e %U %S %M" into $out/NAME.time.
+run() {
+  local name=$1 try verdict
+  shift
+  for ((try = 1; try <= tries; try++)); do
+    wait_quiet
+    local start before after
+    start=$(uptime)
+    before=$(busy_jiffies)
+    /usr/bin/time -f "%e %U %S %M" -o "$out/$name.time" \
+      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" >"$out/$name.log" 2>&1
+    after=$(busy_jiffies)
+    verdict=$(awk -v busy=$((after - before)) -v hz="$(getconf CLK_TCK)" '{
+      other = busy / hz - $2 - $3
+      printf "%s %.1f s wall, %.2f CPU-s by others, max RSS %d KiB", (other < 0.05 * $1 ? "ok" : "disturbed"), $1, other, $4
+    }' "$out/$name.time")
+    echo "$name: try $try: $verdict; load at start:${start#*load average:}" >>"$out/load.txt"
+    [[ $verdict == ok* ]] && return 0
+  done
+  echo "$name: no undisturbed run in $tries tries; keeping the last" >>"$out/load.txt"
+}
+
+for shape in "${shapes[@]}"; do
+  case $shape in
+    tiny)
+      warm=5 steps=$tiny_steps
+      h2_model=(--set model.vocab_size=256 --set model.dim=128 --set model.n_layers=4
+        --set model.n_heads=4 --set model.n_kv_heads=4 --set model.ffn_dim=344
+        --set model.seq_len=128 --set model.tie_embeddings=true --set train.batch_size=8)
+      peer_model=(--vocab-size 256 --dim 128 --n-layers 4 --n-heads 4 --ffn-dim 344
+        --seq-len 128 --batch-size 8) ;;
+    124m)
+      warm=2 steps=$big_steps
+      h2_model=(--set model.vocab_size=50257 --set model.dim=768 --set model.n_layers=12
+        --set model.n_heads=12 --set model.n_kv_heads=12 --set model.ffn_dim=2048
+        --set model.seq_len=256 --set model.tie_embeddings=false --set train.batch_size=2)
+      peer_model=(--vocab-size 50257 --dim 768 --n-layers 12 --n-heads 12 --ffn-dim 2048
+        --seq-len 256 --batch-size 2 --untied) ;;
+    *) echo "unknown shape $shape" >&2; exit 2 ;;
+  esac
+  for i in $(seq "$rounds"); do
+    # H2: text data (byte ids < 256 are valid for any vocab >= 256), no eval, no checkpoints.
+    run "h2.$shape.$i" "$h2" train configs/train/tiny.yaml "${h2_model[@]}" \
+      --set train.steps=$((warm + steps)) --set train.grad_accum=1 --set train.eval_every=0 \
+      --set checkpoint.dir= --set log.every=1 --set log.metrics_file="$out/h2.$shape.$i.jsonl"
+    run "torch.$shape.$i" "$py" bench/train_peer_torch.py "${peer_model[@]}" \
+      --warmup "$warm" --steps "$steps" --threads "$threads"
+  done
+  echo "$warm" >"$out/$shape.warmup"
+done
+python3 bench/train_summary.py "$out" "${shapes[@]}" | tee "$out/summary.md"
+echo "results in $out (load log: $out/load.txt)"
