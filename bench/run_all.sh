@@ -17,35 +17,10 @@ repeats=${REPEATS:-5}
 threads=${THREADS:-2}
 tries=${TRIES:-20}
 read -ra kernel_args <<<"${KERNEL_ARGS:-}"
-builds='ninja|make|cc1plus|nvcc|ld|cmake|ctest'
 mkdir -p "$out"
 : >"$out/load.txt"
 
-# Percent of CPU time busy over the next 3 seconds (all cores).
-busy_percent() {
-  local a b
-  a=($(head -1 /proc/stat))
-  sleep 3
-  b=($(head -1 /proc/stat))
-  local total=0 idle=$((b[4] + b[5] - a[4] - a[5]))
-  for k in 1 2 3 4 5 6 7 8; do total=$((total + b[k] - a[k])); done
-  echo $((100 * (total - idle) / (total > 0 ? total : 1)))
-}
-
-# Blocks until no build runs and the CPUs are idle.
-wait_quiet() {
-  local waited=0
-  while pgrep -x "$builds" >/dev/null 2>&1 || (($(busy_percent) > 10)); do
-    ((waited++ % 12 == 0)) && echo "waiting for a quiet machine: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-    sleep 10
-  done
-}
-
-# Busy jiffies of all CPUs so far (user .. steal, less idle and iowait; steal counts: it is
-# time another guest took from this machine).
-busy_jiffies() {
-  awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
-}
+source bench/quiet_machine.sh
 
 # run NAME CMD...: CMD's output into $out/NAME.md, from a run during which other processes used
 # under 5% of one core (CPU time of the whole machine less CMD's own). The OpenBLAS tuning

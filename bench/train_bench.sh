@@ -23,31 +23,10 @@ tries=${TRIES:-10}
 read -ra shapes <<<"${SHAPES:-tiny 124m}"
 tiny_steps=${TINY_STEPS:-40}
 big_steps=${BIG_STEPS:-4}
-builds='ninja|make|cc1plus|nvcc|ld|cmake|ctest'
 mkdir -p "$out"
 : >"$out/load.txt"
 
-busy_percent() {
-  local a b
-  read -ra a </proc/stat
-  sleep 3
-  read -ra b </proc/stat
-  local total=0 idle=$((b[4] + b[5] - a[4] - a[5]))
-  for k in 1 2 3 4 5 6 7 8; do total=$((total + b[k] - a[k])); done
-  echo $((100 * (total - idle) / (total > 0 ? total : 1)))
-}
-
-wait_quiet() {
-  local waited=0
-  while pgrep -x "$builds" >/dev/null 2>&1 || (($(busy_percent) > 10)); do
-    ((waited++ % 12 == 0)) && echo "waiting for a quiet machine: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-    sleep 10
-  done
-}
-
-busy_jiffies() {
-  awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
-}
+source bench/quiet_machine.sh
 
 # run NAME CMD...: stdout+stderr into $out/NAME.log, "%e %U %S %M" into $out/NAME.time.
 run() {
