@@ -21,19 +21,6 @@
 namespace h2::test {
 namespace {
 
-models::LlamaConfig tiny_config(bool tie) {
-  return {.vocab_size = 11,
-          .dim = 16,
-          .n_layers = 2,
-          .n_heads = 4,
-          .n_kv_heads = 2,
-          .ffn_dim = 24,
-          .seq_len = 8,
-          .rope_theta = 10000,
-          .norm_eps = 1e-5f,
-          .tie_embeddings = tie};
-}
-
 // Re-draws every parameter on the host and uploads it (norm weights near 1, others spread).
 void spread_parameters(models::Llama& model, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -48,7 +35,7 @@ void spread_parameters(models::Llama& model, uint32_t seed) {
 }
 
 void check_all_gradients(bool tie) {
-  const models::LlamaConfig cfg = tiny_config(tie);
+  const models::LlamaConfig cfg = tiny_llama_config(tie);
   const int64_t B = 2, T = 5;
   Device& cpu = model_runtime().cpu();
   models::Llama model(cfg, cpu, {.dtype = DType::f32, .seed = 7});

@@ -71,4 +71,15 @@ ParamMap params_as_double(models::Llama& model) {
   return out;
 }
 
+models::LlamaConfig tiny_llama_config(bool tie_embeddings) {
+  return {.vocab_size = 11,
+          .dim = 16,
+          .n_layers = 2,
+          .n_heads = 4,
+          .n_kv_heads = 2,
+          .ffn_dim = 24,
+          .seq_len = 8,
+          .tie_embeddings = tie_embeddings};
+}
+
 }  // namespace h2::test

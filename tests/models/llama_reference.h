@@ -19,6 +19,9 @@ using ParamMap = std::map<std::string, ref::Vec>;
 double reference_loss(const models::LlamaConfig& cfg, const ParamMap& params, const ref::Ids& ids,
                       const ref::Ids& targets, int64_t B, int64_t T);
 
+// The small model both model test files use: V=11, C=16, L=2, H=4, Hkv=2, F=24, max T=8.
+models::LlamaConfig tiny_llama_config(bool tie_embeddings = false);
+
 // One Runtime per test process, virtual chips unpaced (vchip_time_scale = 0).
 Runtime& model_runtime();
 

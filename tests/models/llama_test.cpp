@@ -16,17 +16,6 @@ namespace {
 using models::Llama;
 using models::LlamaConfig;
 
-LlamaConfig small_config(bool tie = false) {
-  return {.vocab_size = 11,
-          .dim = 16,
-          .n_layers = 2,
-          .n_heads = 4,
-          .n_kv_heads = 2,
-          .ffn_dim = 24,
-          .seq_len = 8,
-          .tie_embeddings = tie};
-}
-
 constexpr int64_t kB = 2, kT = 5;
 
 struct Batch {
@@ -60,14 +49,14 @@ bool bit_equal(float a, float b) {
 TEST(Llama, same_seed_gives_bit_identical_loss_and_grads) {
   Device& cpu = model_runtime().cpu();
   Batch batch = make_batch(cpu);
-  Llama a(small_config(), cpu, {.seed = 42}), b(small_config(), cpu, {.seed = 42});
+  Llama a(tiny_llama_config(), cpu, {.seed = 42}), b(tiny_llama_config(), cpu, {.seed = 42});
   const float la = a.forward_backward(batch.ids, batch.targets, kB, kT);
   const float lb = b.forward_backward(batch.ids, batch.targets, kB, kT);
   EXPECT_TRUE(bit_equal(la, lb)) << la << " vs " << lb;
   EXPECT_TRUE(bit_equal(all_grads(a), all_grads(b)));
   EXPECT_NEAR(la, std::log(11.0), 0.1) << "near-uniform predictions at init";
 
-  Llama c(small_config(), cpu, {.seed = 43});
+  Llama c(tiny_llama_config(), cpu, {.seed = 43});
   EXPECT_FALSE(
       bit_equal(all_grads(a), (c.forward_backward(batch.ids, batch.targets, kB, kT), all_grads(c))))
       << "another seed must give another model";
@@ -76,7 +65,8 @@ TEST(Llama, same_seed_gives_bit_identical_loss_and_grads) {
 TEST(Llama, recompute_gives_bit_identical_grads) {
   Device& cpu = model_runtime().cpu();
   Batch batch = make_batch(cpu);
-  Llama a(small_config(), cpu, {.seed = 5}), b(small_config(), cpu, {.seed = 5, .recompute = true});
+  Llama a(tiny_llama_config(), cpu, {.seed = 5}),
+      b(tiny_llama_config(), cpu, {.seed = 5, .recompute = true});
   const float la = a.forward_backward(batch.ids, batch.targets, kB, kT);
   const float lb = b.forward_backward(batch.ids, batch.targets, kB, kT);
   EXPECT_TRUE(bit_equal(la, lb));
@@ -86,7 +76,7 @@ TEST(Llama, recompute_gives_bit_identical_grads) {
 TEST(Llama, backward_accumulates_until_zero_grad) {
   Device& cpu = model_runtime().cpu();
   Batch batch = make_batch(cpu);
-  Llama m(small_config(), cpu, {.seed = 5});
+  Llama m(tiny_llama_config(), cpu, {.seed = 5});
   m.forward_backward(batch.ids, batch.targets, kB, kT);
   std::vector<float> once = all_grads(m);
   m.forward_backward(batch.ids, batch.targets, kB, kT);
@@ -100,7 +90,8 @@ TEST(Llama, backward_accumulates_until_zero_grad) {
 TEST(Llama, tied_embedding_is_one_parameter_whose_grad_sums_both_uses) {
   Device& cpu = model_runtime().cpu();
   Batch batch = make_batch(cpu);
-  Llama tied(small_config(true), cpu, {.seed = 9}), untied(small_config(false), cpu, {.seed = 9});
+  Llama tied(tiny_llama_config(true), cpu, {.seed = 9}),
+      untied(tiny_llama_config(false), cpu, {.seed = 9});
   auto tp = tied.named_parameters(), up = untied.named_parameters();
   ASSERT_EQ(tp.size() + 1, up.size());
   for (const auto& np : tp) EXPECT_NE(np.name, "lm_head.weight");
@@ -121,7 +112,7 @@ TEST(Llama, tied_embedding_is_one_parameter_whose_grad_sums_both_uses) {
 
 TEST(Llama, parameter_names_and_shapes_follow_hugging_face) {
   Device& cpu = model_runtime().cpu();
-  const LlamaConfig cfg = small_config();
+  const LlamaConfig cfg = tiny_llama_config();
   Llama m(cfg, cpu, {});
   const int64_t V = 11, C = 16, H = 4, Hkv = 2, D = 4, F = 24;
   std::vector<std::pair<std::string, Shape>> want{{"model.embed_tokens.weight", {V, C}}};
@@ -160,7 +151,7 @@ TEST(Llama, vchip_is_bit_identical_to_cpu) {
   Device& cpu = rt.cpu();
   Device& chip = rt.device("vchip:0");
   Batch bc = make_batch(cpu), bv = make_batch(chip);
-  Llama a(small_config(), cpu, {.seed = 3}), b(small_config(), chip, {.seed = 3});
+  Llama a(tiny_llama_config(), cpu, {.seed = 3}), b(tiny_llama_config(), chip, {.seed = 3});
   const float la = a.forward_backward(bc.ids, bc.targets, kB, kT);
   const float lb = b.forward_backward(bv.ids, bv.targets, kB, kT);
   EXPECT_TRUE(bit_equal(la, lb)) << la << " vs " << lb;
@@ -172,8 +163,8 @@ TEST(Llama, vchip_is_bit_identical_to_cpu) {
 TEST(Llama, bf16_compute_runs_with_f32_grads) {
   Device& cpu = model_runtime().cpu();
   Batch batch = make_batch(cpu);
-  Llama f(small_config(), cpu, {.dtype = DType::f32, .seed = 4});
-  Llama b(small_config(), cpu, {.dtype = DType::bf16, .seed = 4, .recompute = true});
+  Llama f(tiny_llama_config(), cpu, {.dtype = DType::f32, .seed = 4});
+  Llama b(tiny_llama_config(), cpu, {.dtype = DType::bf16, .seed = 4, .recompute = true});
   const float lf = f.forward_backward(batch.ids, batch.targets, kB, kT);
   const float lb = b.forward_backward(batch.ids, batch.targets, kB, kT);
   EXPECT_NEAR(lb, lf, 0.02);
