@@ -27,6 +27,23 @@ constexpr EnvKnob kKnobs[] = {
      "YAML file of virtual chip types to register; empty registers the built-in chips"},
     {"H2_VCHIP_TIME_SCALE", "1",
      "multiplies every virtual chip's modelled kernel time (0 disables pacing)"},
+    {"H2_COMM_TIMEOUT", "300",
+     "seconds any blocking communication call (store, collective, send/recv) waits before it "
+     "fails naming the peer"},
+    {"H2_COMM_RING_THRESHOLD", "262144",
+     "bytes from which all-reduce uses the bandwidth-optimal ring instead of recursive doubling"},
+    {"H2_COMM_SEGMENT", "1048576", "bytes per pipelined segment of ring collectives"},
+    {"H2_RANK", "", "this process's rank (set by h2run)"},
+    {"H2_WORLD_SIZE", "", "number of ranks in the job (set by h2run)"},
+    {"H2_LOCAL_RANK", "", "rank among the processes of this node (set by h2run)"},
+    {"H2_LOCAL_WORLD_SIZE", "", "processes on this node (set by h2run)"},
+    {"H2_NODE_RANK", "", "index of this node (set by h2run)"},
+    {"H2_STORE_ADDR", "",
+     "HOST:PORT of the rendezvous store (default 127.0.0.1 and a port "
+     "derived from the job id)"},
+    {"H2_JOB_TOKEN", "",
+     "per-job secret every store client presents (set by h2run; derived "
+     "from the launcher's job id otherwise)"},
 };
 
 const EnvKnob& find_knob(std::string_view name) {

@@ -1,0 +1,76 @@
+// HostCommunicator: every collective built from tagged sends and receives on a Transport (UCX
+// here), with the algorithm chosen by message size: recursive doubling below
+// H2_COMM_RING_THRESHOLD bytes, pipelined rings above; binomial-tree or chain broadcast likewise.
+// Tensors the transport cannot reach (device memory, non-contiguous views) are staged through
+// host memory. After a CommError the communicator refuses further calls: transfers of the failed
+// call may still be in flight.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/tag.h"
+#include "comm/transport.h"
+
+namespace h2::comm {
+
+class Exchange;
+
+// Builds the transport of a new group (for split): `prefix` is unique to the group.
+using TransportFactory =
+    std::function<std::unique_ptr<Transport>(const std::string& prefix, int rank, int size)>;
+
+struct HostCommOptions {
+  Millis timeout{300000};
+  size_t ring_threshold_bytes = 256 * 1024;
+  size_t segment_bytes = 1 << 20;
+  // From the environment (H2_COMM_TIMEOUT, H2_COMM_RING_THRESHOLD, H2_COMM_SEGMENT).
+  static HostCommOptions from_env();
+};
+
+class HostCommunicator final : public Communicator {
+ public:
+  HostCommunicator(std::unique_ptr<Transport> transport, TransportFactory factory,
+                   std::string prefix, HostCommOptions options);
+  ~HostCommunicator() override;
+
+  int rank() const override { return transport_->rank(); }
+  int size() const override { return transport_->size(); }
+  std::string name() const override { return transport_->name(); }
+  bool can_connect(const Device& device) const override { return transport_->reaches(device); }
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+  void all_reduce(const Tensor& out, const Tensor& in, ReduceOp op, Stream* stream) override;
+  void reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream* stream) override;
+  void all_gather(const Tensor& out, const Tensor& in, Stream* stream) override;
+  void broadcast(const Tensor& out, const Tensor& in, int root, Stream* stream) override;
+  void all_to_all(const Tensor& out, const Tensor& in, Stream* stream) override;
+  void all_to_all_v(const Tensor& out, std::span<const int64_t> recv_counts, const Tensor& in,
+                    std::span<const int64_t> send_counts, Stream* stream) override;
+  void barrier() override;
+  std::unique_ptr<Request> isend(const Tensor& tensor, int peer, int tag) override;
+  std::unique_ptr<Request> irecv(const Tensor& tensor, int peer, int tag) override;
+
+  using Communicator::all_reduce;
+  using Communicator::broadcast;
+
+ private:
+  // Runs `body` as collective number sequence_++ with a fresh Exchange; a CommError poisons the
+  // communicator.
+  void run(const Signature& signature, const std::function<void(Exchange&)>& body);
+  void check_usable() const;
+
+  std::unique_ptr<Transport> transport_;
+  TransportFactory factory_;
+  std::string prefix_;
+  HostCommOptions options_;
+  uint16_t sequence_ = 0;
+  int splits_ = 0;
+  std::string poisoned_;  // the first CommError's message
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace h2::comm

@@ -1,0 +1,33 @@
+// UcxContext: the process's UCP context (tag matching and active messages), shared by the
+// workers of every communicator split from the same world. UCX reads its own environment
+// (UCX_TLS, UCX_NET_DEVICES, ...) when the context is created.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <memory>
+#include <string>
+
+namespace h2::comm {
+
+class UcxContext {
+ public:
+  static std::shared_ptr<UcxContext> create();
+  ~UcxContext();
+  UcxContext(const UcxContext&) = delete;
+  UcxContext& operator=(const UcxContext&) = delete;
+
+  ucp_context_h get() const { return context_; }
+  // Whether UCX was built to move CUDA device memory directly.
+  bool reaches_cuda() const { return reaches_cuda_; }
+  // The transports UCX may use: UCX_TLS when set, "all" otherwise.
+  const std::string& transports() const { return transports_; }
+
+ private:
+  UcxContext() = default;
+  ucp_context_h context_ = nullptr;
+  bool reaches_cuda_ = false;
+  std::string transports_;
+};
+
+}  // namespace h2::comm

@@ -1,0 +1,96 @@
+// UcxTransport: the Transport of one communicator over UCP. It owns one worker and an endpoint to
+// every rank of its group (itself included), all connected by exchanging worker addresses
+// through the rendezvous store. Data moves with the tag API; control (abort notices) with
+// active messages. A rank that dies is noticed, not waited on: endpoints to other hosts use UCX
+// peer error handling (TCP and RDMA support it); peers on this host, whose shared-memory
+// transports do not, are watched through their process ids.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/store.h"
+#include "comm/transport.h"
+#include "comm/ucx/ucx_context.h"
+
+namespace h2::comm {
+
+class UcxTransport final : public Transport {
+ public:
+  // Collective over the group: publishes this rank's worker address under `prefix`, reads every
+  // peer's and connects. Waits at most `timeout` for the peers' addresses.
+  static std::unique_ptr<UcxTransport> connect(std::shared_ptr<UcxContext> context, Store& store,
+                                               const std::string& prefix, int rank, int size,
+                                               Millis timeout);
+  ~UcxTransport() override;
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override;
+  bool reaches(const Device& device) const override;
+  OpId post_send(int peer, uint64_t tag, const void* data, size_t bytes) override;
+  OpId post_recv(int peer, uint64_t tag, uint64_t mask, void* data, size_t bytes) override;
+  std::optional<Completion> test(OpId op) override;
+  bool progress() override;
+  std::optional<PeerFailure> failure() override;
+  void notify_abort(const std::string& reason, int blamed) override;
+  std::optional<std::string> notice_from(int rank) const override;
+  void cancel_all() override;
+
+ private:
+  // One transfer in flight; UCX callbacks write into it through user_data.
+  struct Pending {
+    bool in_use = false;
+    bool abandoned = false;  // given up by cancel_all(); UCX may still write into it
+    bool done = false;
+    bool recv = false;
+    int peer = -1;
+    size_t bytes = 0;
+    ucs_status_t status = UCS_INPROGRESS;
+    ucp_tag_recv_info_t info{};
+    void* request = nullptr;
+  };
+  // What an endpoint's error callback needs to name the peer.
+  struct PeerSlot {
+    UcxTransport* owner = nullptr;
+    int rank = -1;
+  };
+
+  UcxTransport(std::shared_ptr<UcxContext> context, int rank, int size);
+  void create_worker();
+  void connect_peers(Store& store, const std::string& prefix, Millis timeout);
+  OpId acquire();
+  void record_failure(int rank, std::string reason);
+  void close_endpoints();
+  void probe_local_peers();
+
+  static void on_send(void* request, ucs_status_t status, void* user_data);
+  static void on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                      void* user_data);
+  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t on_abort_message(void* arg, const void* header, size_t header_length,
+                                       void* data, size_t length, const ucp_am_recv_param_t*);
+
+  std::shared_ptr<UcxContext> context_;
+  int rank_ = 0;
+  int size_ = 1;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<ucp_ep_h> endpoints_;
+  std::vector<std::unique_ptr<PeerSlot>> peer_slots_;
+  std::vector<bool> peer_failed_;
+  std::vector<std::optional<std::string>> notices_;  // last abort notice from each rank
+  std::vector<int> local_pids_;  // process id of each peer on this host, 0 for remote peers
+  std::chrono::steady_clock::time_point next_probe_{};
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::vector<OpId> free_ids_;
+  std::optional<PeerFailure> failure_;
+};
+
+}  // namespace h2::comm

@@ -1,0 +1,129 @@
+// Failure behaviour: a rank killed in the middle of a collective, a rank that never arrives and
+// ranks calling different collectives all end in errors that name the rank and the collective,
+// within H2_COMM_TIMEOUT; a client without the job's token cannot join.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "comm/bootstrap/store_client.h"
+#include "comm/bootstrap/store_server.h"
+#include "comm/comm_error.h"
+#include "core/error.h"
+#include "core/runtime.h"
+#include "multiproc.h"
+#include "values.h"
+
+namespace h2::comm::testing {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class KilledRank : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KilledRank, OthersFailNamingItWithinTheTimeout) {
+  RunOptions options;
+  options.ucx_tls = GetParam();
+  options.comm_timeout_s = 20;
+  double killed_at = 0;
+  const auto start = std::chrono::steady_clock::now();
+  options.while_running = [&](const std::vector<int>& pids) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kill(pids[2], SIGKILL);
+    killed_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const auto outcomes = run_ranks(
+      4,
+      [](RankContext& ctx) {
+        Tensor t = Tensor::zeros(Shape{1 << 20}, DType::f32, ctx.runtime.cpu());
+        for (;;) ctx.comm().all_reduce(t, ReduceOp::sum);  // until a peer is lost
+      },
+      options);
+  EXPECT_EQ(outcomes[2].signal, SIGKILL) << describe(outcomes);
+  for (int rank : {0, 1, 3}) {
+    const RankOutcome& o = outcomes[rank];
+    EXPECT_EQ(o.exit_code, 1) << describe(outcomes);
+    EXPECT_TRUE(contains(o.message, "rank 2")) << describe(outcomes);
+    EXPECT_TRUE(contains(o.message, "all_reduce")) << describe(outcomes);
+    EXPECT_LT(o.seconds - killed_at, options.comm_timeout_s) << describe(outcomes);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ucx, KilledRank, ::testing::Values("sm,self", "tcp,self"),
+                         [](const auto& info) { return info.param == "sm,self" ? "shm" : "tcp"; });
+
+TEST(MissingRank, TimesOutNamingTheRankThatNeverCame) {
+  RunOptions options;
+  options.comm_timeout_s = 2;
+  const auto outcomes = run_ranks(
+      3,
+      [](RankContext& ctx) {
+        Tensor t = Tensor::zeros(Shape{1000}, DType::f32, ctx.runtime.cpu());
+        if (ctx.rank() == 2) {
+          std::this_thread::sleep_for(std::chrono::seconds(4));  // never calls all_reduce
+          return;
+        }
+        ctx.comm().all_reduce(t, ReduceOp::sum);
+      },
+      options);
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(outcomes[rank].exit_code, 1) << describe(outcomes);
+    EXPECT_TRUE(contains(outcomes[rank].message, "rank 2")) << describe(outcomes);
+    EXPECT_LT(outcomes[rank].seconds, 2 + 2.5) << describe(outcomes);
+  }
+  EXPECT_TRUE(contains(outcomes[0].message + outcomes[1].message, "timed out after 2 s"))
+      << describe(outcomes);
+}
+
+TEST(Mismatch, DifferentCountsDTypesAndCollectivesAreReported) {
+  const auto outcomes = run_ranks(2, [](RankContext& ctx) {
+    Device& cpu = ctx.runtime.cpu();
+    const bool zero = ctx.rank() == 0;
+    std::string seen;
+    try {
+      Tensor t = Tensor::zeros(Shape{zero ? 4096 : 4097}, DType::f32, cpu);
+      ctx.comm().all_reduce(t, ReduceOp::sum);
+    } catch (const CommError& e) {
+      seen = e.what();
+    }
+    H2_CHECK(contains(seen, "mismatched collectives") || contains(seen, "disagree on the count"),
+             "count mismatch gave: '{}'", seen);
+  });
+  for (const RankOutcome& o : outcomes) EXPECT_EQ(o.exit_code, 0) << describe(outcomes);
+
+  const auto dtype_outcomes = run_ranks(2, [](RankContext& ctx) {
+    Tensor t =
+        Tensor::zeros(Shape{64}, ctx.rank() == 0 ? DType::f32 : DType::i32, ctx.runtime.cpu());
+    ctx.comm().all_reduce(t, ReduceOp::sum);
+  });
+  EXPECT_TRUE(contains(dtype_outcomes[0].message, "dtype i32 instead of f32"))
+      << describe(dtype_outcomes);
+
+  const auto kind_outcomes = run_ranks(2, [](RankContext& ctx) {
+    Device& cpu = ctx.runtime.cpu();
+    Tensor big = Tensor::zeros(Shape{1 << 20}, DType::f32, cpu);
+    if (ctx.rank() == 0) {
+      ctx.comm().all_reduce(big, ReduceOp::sum);
+    } else {
+      Tensor half = Tensor::zeros(Shape{1 << 19}, DType::f32, cpu);
+      ctx.comm().reduce_scatter(half, big, ReduceOp::sum);
+    }
+  });
+  EXPECT_TRUE(contains(kind_outcomes[0].message + kind_outcomes[1].message,
+                       "reduce_scatter instead of all_reduce"))
+      << describe(kind_outcomes);
+}
+
+TEST(Store, ClientWithoutTheJobTokenCannotJoin) {
+  StoreServer server("127.0.0.1", 0, "the-job-token");
+  StoreClient member("127.0.0.1", server.port(), "the-job-token", Millis(2000));
+  member.set("world/secret", "42");
+  EXPECT_THROW(StoreClient("127.0.0.1", server.port(), "guessed", Millis(2000)), AuthError);
+  EXPECT_EQ(server.refused_clients(), 1);
+  EXPECT_EQ(member.get("world/secret", Millis(1000)), "42");
+}
+
+}  // namespace
+}  // namespace h2::comm::testing

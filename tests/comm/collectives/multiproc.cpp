@@ -1,0 +1,129 @@
+// fork/pipe/waitpid plumbing of the multi-process harness.
+#include "multiproc.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "backends/registry.h"
+#include "comm/bootstrap/store_server.h"
+#include "core/error.h"
+
+namespace h2::comm::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void run_child(int rank, int size, int port, const std::string& token,
+                            const RankBody& body, const RunOptions& options, int report_fd) {
+  int code = 0;
+  std::string message;
+  try {
+    setenv("UCX_TLS", options.ucx_tls.c_str(), 1);
+    setenv("H2_COMM_TIMEOUT", std::to_string(options.comm_timeout_s).c_str(), 1);
+    for (const auto& [name, value] : options.env) setenv(name.c_str(), value.c_str(), 1);
+    RankInfo info;
+    info.rank = rank;
+    info.size = size;
+    info.local_rank = rank;
+    info.local_size = size;
+    info.launcher = "test";
+    info.store_port = port;
+    info.token = token;
+    auto runtime = create_runtime();
+    WorldOptions world_options;
+    world_options.serve_store = false;
+    auto world = World::join(info, runtime->cpu(), world_options);
+    RankContext context{*world, *runtime};
+    body(context);
+  } catch (const std::exception& e) {
+    code = 1;
+    message = e.what();
+  }
+  if (!message.empty()) {
+    ssize_t ignored = write(report_fd, message.data(), message.size());
+    (void)ignored;
+  }
+  close(report_fd);
+  _exit(code);  // no destructors of the parent's objects (its store server) in the child
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[4096];
+  ssize_t got;
+  while ((got = read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, size_t(got));
+  return text;
+}
+
+}  // namespace
+
+std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const RunOptions& options) {
+  std::random_device seed;
+  const std::string token = "test-" + std::to_string(seed()) + std::to_string(seed());
+  StoreServer server("127.0.0.1", 0, token);
+  const auto start = Clock::now();
+  std::vector<int> pids(size), pipes(size);
+  for (int rank = 0; rank < size; ++rank) {
+    int fds[2];
+    H2_CHECK(pipe(fds) == 0, "pipe failed");
+    const pid_t pid = fork();
+    H2_CHECK(pid >= 0, "fork failed");
+    if (pid == 0) {
+      close(fds[0]);
+      run_child(rank, size, server.port(), token, body, options, fds[1]);
+    }
+    close(fds[1]);
+    pids[rank] = pid;
+    pipes[rank] = fds[0];
+  }
+  if (options.while_running) options.while_running(pids);
+
+  std::vector<RankOutcome> outcomes(size);
+  std::vector<bool> done(size, false);
+  int remaining = size;
+  while (remaining > 0) {
+    for (int rank = 0; rank < size; ++rank) {
+      if (done[rank]) continue;
+      int status = 0;
+      if (waitpid(pids[rank], &status, WNOHANG) != pids[rank]) continue;
+      done[rank] = true;
+      --remaining;
+      RankOutcome& outcome = outcomes[rank];
+      outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
+      outcome.message = read_all(pipes[rank]);
+      close(pipes[rank]);
+    }
+    if (Clock::now() - start > options.harness_limit) {
+      for (int rank = 0; rank < size; ++rank)
+        if (!done[rank]) kill(pids[rank], SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return outcomes;
+}
+
+std::string describe(const std::vector<RankOutcome>& outcomes) {
+  std::string text;
+  for (size_t rank = 0; rank < outcomes.size(); ++rank) {
+    const RankOutcome& o = outcomes[rank];
+    text += "rank " + std::to_string(rank) + ": ";
+    if (o.signal != 0)
+      text += "killed by signal " + std::to_string(o.signal);
+    else if (o.exit_code == 0)
+      text += "ok";
+    else
+      text += "exit " + std::to_string(o.exit_code) + " (" + o.message + ")";
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace h2::comm::testing
