@@ -71,6 +71,8 @@ class Stream {
   virtual Device& device() = 0;
   // Blocks until all work enqueued so far has completed.
   virtual void synchronize() = 0;
+  // The vendor's stream (cudaStream_t for CUDA); nullptr where there is none.
+  virtual void* native_handle() { return nullptr; }
 };
 
 // A marker in a stream, for timing and cross-stream ordering.

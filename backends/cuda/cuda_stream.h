@@ -76,6 +76,7 @@ class CudaStream final : public Stream {
 
   Device& device() override { return device_; }
   void synchronize() override;
+  void* native_handle() override { return stream_; }
 
   cudaStream_t raw() const { return stream_; }
   int device_index() const { return device_index_; }

@@ -1,0 +1,54 @@
+// Checked NCCL and CUDA runtime calls for comm/nccl: H2_NCCL_CHECK(expr) throws CommError with
+// file:line, the call's text, NCCL's name for the status and its last error message;
+// H2_NCCL_CUDA_CHECK(expr) throws h2::Error with the CUDA error's name and description. Calls on
+// a non-blocking communicator that may answer ncclInProgress go through the communicator's own
+// completion check instead (nccl_communicator.cpp).
+#pragma once
+
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "comm/comm_error.h"
+#include "core/error.h"
+
+namespace h2::comm::nccl {
+
+// "ncclInvalidArgument: invalid argument (last error: ...)" for messages.
+inline std::string describe_nccl(ncclResult_t status, ncclComm_t comm = nullptr) {
+  const char* last = ncclGetLastError(comm);
+  std::string out = ncclGetErrorString(status);
+  if (last != nullptr && *last != '\0') out += fmt::format(" (last NCCL error: {})", last);
+  return out;
+}
+
+[[noreturn]] inline void throw_nccl_error(ncclResult_t status, const char* call, const char* file,
+                                          int line, ncclComm_t comm = nullptr) {
+  throw CommError(::h2::detail::with_location(
+      file, line, fmt::format("{} failed: {}", call, describe_nccl(status, comm))));
+}
+
+[[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* file,
+                                          int line) {
+  throw Error(
+      ::h2::detail::with_location(file, line,
+                                  fmt::format("{} failed: {}: {}", call, cudaGetErrorName(status),
+                                              cudaGetErrorString(status))));
+}
+
+}  // namespace h2::comm::nccl
+
+#define H2_NCCL_CHECK(expr)                                                           \
+  do {                                                                                \
+    ncclResult_t h2_nccl_status_ = (expr);                                            \
+    if (h2_nccl_status_ != ncclSuccess)                                               \
+      ::h2::comm::nccl::throw_nccl_error(h2_nccl_status_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+#define H2_NCCL_CUDA_CHECK(expr)                                                           \
+  do {                                                                                     \
+    cudaError_t h2_nccl_cuda_status_ = (expr);                                             \
+    if (h2_nccl_cuda_status_ != cudaSuccess)                                               \
+      ::h2::comm::nccl::throw_cuda_error(h2_nccl_cuda_status_, #expr, __FILE__, __LINE__); \
+  } while (0)
