@@ -3,14 +3,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "comm/bootstrap/store_client.h"
 #include "comm/bootstrap/store_server.h"
 #include "comm/comm_error.h"
+#include "comm/hierarchical_communicator.h"
 #include "comm/host_communicator.h"
 #include "comm/timeouts.h"
 #include "comm/ucx/ucx_context.h"
 #include "comm/ucx/ucx_transport.h"
 #include "core/log.h"
+
+#if H2_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.h"
+#endif
 
 namespace h2::comm {
 namespace {
@@ -25,13 +33,72 @@ TransportFactory ucx_factory(std::shared_ptr<UcxContext> context, std::string ho
   };
 }
 
+// A chip type: ranks of one type share a vendor library ("cuda:NVIDIA H200", "vchip:chip-a").
+std::string chip_type(const Device& device) {
+  return device.id().backend + ":" + device.props().name;
+}
+
+bool nccl_available() {
+#if H2_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+// The vendor library's communicator for ranks `members` (world ranks, ascending) of one CUDA type.
+std::unique_ptr<Communicator> nccl_group(Store& store, const std::string& prefix,
+                                         const std::vector<int>& members, int world_rank,
+                                         Device& device) {
+#if H2_HAVE_NCCL
+  const int local_rank =
+      int(std::find(members.begin(), members.end(), world_rank) - members.begin());
+  return NcclCommunicator::create(store, prefix, local_rank, int(members.size()), device);
+#else
+  H2_THROW(UnsupportedError, "this build has no NCCL (H2_WITH_NCCL=OFF)");
+#endif
+}
+
+// One communicator, or the hierarchical composition when the ranks drive different chip types.
+std::unique_ptr<Communicator> build_world_communicator(Store& store,
+                                                       std::unique_ptr<Communicator> flat,
+                                                       const RankInfo& info, Device& device,
+                                                       const WorldOptions& options) {
+  const Millis timeout = comm_timeout();
+  store.set(fmt::format("world/chip/{}", info.rank), chip_type(device));
+  std::vector<std::string> types(size_t(info.size));
+  for (int r = 0; r < info.size; ++r)
+    types[r] = store.get(fmt::format("world/chip/{}", r), timeout);
+  const std::string& mine = types[info.rank];
+  const bool cuda = device.id().backend == "cuda";
+  const bool use_nccl = cuda && options.transport != "ucx" && nccl_available();
+  if (options.transport == "nccl" && !use_nccl)
+    H2_THROW(ConfigError, "transport nccl needs a CUDA device and an NCCL build (rank {}: {})",
+             info.rank, mine);
+  std::vector<int> members;  // ranks of this rank's chip type, ascending
+  for (int r = 0; r < info.size; ++r)
+    if (types[r] == mine) members.push_back(r);
+  if (int(members.size()) == info.size || options.transport == "ucx") {
+    if (!use_nccl) return flat;
+    return nccl_group(store, "world/nccl", members, info.rank, device);
+  }
+  // Mixed chip types: every rank takes part in both splits (collective over the flat group).
+  const int type_index = int(std::find(types.begin(), types.end(), mine) - types.begin());
+  std::unique_ptr<Communicator> local = flat->split(use_nccl ? -1 : type_index, info.rank);
+  if (use_nccl)
+    local = nccl_group(store, fmt::format("world/local{}", type_index), members, info.rank, device);
+  const bool leader = members.front() == info.rank;
+  std::unique_ptr<Communicator> leaders = flat->split(leader ? 0 : -1, info.rank);
+  return std::make_unique<HierarchicalCommunicator>(std::move(flat), std::move(local),
+                                                    std::move(leaders));
+}
+
 }  // namespace
 
 std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
                                    const WorldOptions& options) {
-  if (options.transport != "auto" && options.transport != "ucx")
-    H2_THROW(ConfigError, "transport '{}' is not available here (choose auto or ucx)",
-             options.transport);
+  if (options.transport != "auto" && options.transport != "ucx" && options.transport != "nccl")
+    H2_THROW(ConfigError, "transport '{}' is not one of auto, ucx, nccl", options.transport);
   std::unique_ptr<World> world(new World());
   world->info_ = info;
   const Millis timeout = comm_timeout();
@@ -52,8 +119,9 @@ std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
   TransportFactory factory = ucx_factory(context, info.store_host, port, info.token, timeout);
   auto transport =
       UcxTransport::connect(context, *world->store_, "world", info.rank, info.size, timeout);
-  world->comm_ = std::make_unique<HostCommunicator>(std::move(transport), std::move(factory),
-                                                    "world", HostCommOptions::from_env());
+  auto flat = std::make_unique<HostCommunicator>(std::move(transport), std::move(factory), "world",
+                                                 HostCommOptions::from_env());
+  world->comm_ = build_world_communicator(*world->store_, std::move(flat), info, device, options);
   H2_LOG_DEBUG("rank {} of {} joined through {} (store {}:{}, device {})", info.rank, info.size,
                world->comm_->name(), info.store_host, port, device.str());
   return world;

@@ -149,5 +149,43 @@ TEST(Staging, VirtualChipTensorsAndStridedViewsAreStagedThroughHost) {
   }));
 }
 
+TEST(Hierarchical, MixedChipTypesReduceThroughTheirLeaders) {
+  RunOptions options;
+  // cpu {0, 4}, chip-a {1, 3}, chip-b {2}: three local groups of sizes 2, 2 and 1.
+  const char* devices[] = {"cpu", "vchip:0", "vchip:2", "vchip:1", "cpu"};
+  options.device = [&](int rank) { return std::string(devices[rank]); };
+  expect_all_ok(run_ranks(
+      5,
+      [](RankContext& ctx) {
+        Device& cpu = ctx.runtime.cpu();
+        const int me = ctx.rank(), n = ctx.size();
+        H2_CHECK(ctx.comm().name().find("hierarchical") != std::string::npos, "world is {}",
+                 ctx.comm().name());
+        for (DType dtype : {DType::f32, DType::bf16}) {
+          for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
+            Tensor t = make_tensor(filled(1000, me), dtype, cpu).to(ctx.device);
+            ctx.comm().all_reduce(t, op);
+            std::vector<double> want(1000);
+            for (int i = 0; i < 1000; ++i) {
+              double sum = 0, max = 0;
+              for (int r = 0; r < n; ++r) {
+                sum += r + i % 7;
+                max = std::max(max, double(r + i % 7));
+              }
+              want[size_t(i)] = op == ReduceOp::sum ? sum : op == ReduceOp::max ? max : sum / n;
+            }
+            expect_values(
+                t.to(cpu), want,
+                fmt::format("{} {} on {}", dtype_name(dtype), reduce_op_name(op), ctx.device.str()),
+                op == ReduceOp::avg ? 1.0 / 64 : 0);
+          }
+        }
+        Tensor gathered = Tensor::zeros(Shape{n}, DType::i32, ctx.device);
+        ctx.comm().all_gather(gathered, make_tensor({double(me)}, DType::i32, cpu).to(ctx.device));
+        expect_values(gathered.to(cpu), {0, 1, 2, 3, 4}, "all_gather through the flat group");
+      },
+      options));
+}
+
 }  // namespace
 }  // namespace h2::comm::testing

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -38,8 +39,9 @@ using Clock = std::chrono::steady_clock;
     auto runtime = create_runtime();
     WorldOptions world_options;
     world_options.serve_store = false;
-    auto world = World::join(info, runtime->cpu(), world_options);
-    RankContext context{*world, *runtime};
+    Device& device = runtime->device(options.device(rank));
+    auto world = World::join(info, device, world_options);
+    RankContext context{*world, *runtime, device};
     body(context);
   } catch (const std::exception& e) {
     code = 1;
@@ -50,7 +52,64 @@ using Clock = std::chrono::steady_clock;
     (void)ignored;
   }
   close(report_fd);
-  _exit(code);  // no destructors of the parent's objects (its store server) in the child
+  _exit(code);  // no destructors of the harness's objects in the child
+}
+
+// Serves the job's store from a child forked before any rank, so that no rank is forked while a
+// server thread of this process holds a lock (a forked child inherits locks, not their owners).
+class StoreProcess {
+ public:
+  explicit StoreProcess(const std::string& token);
+  ~StoreProcess() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  StoreProcess(const StoreProcess&) = delete;
+  StoreProcess& operator=(const StoreProcess&) = delete;
+  int port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+StoreProcess::StoreProcess(const std::string& token) {
+  int fds[2];
+  H2_CHECK(pipe(fds) == 0, "pipe failed");
+  const pid_t pid = fork();
+  H2_CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    try {
+      StoreServer server("127.0.0.1", 0, token);
+      const int served = server.port();
+      ssize_t ignored = write(fds[1], &served, sizeof served);
+      (void)ignored;
+      close(fds[1]);
+      for (;;) pause();  // until the harness kills it
+    } catch (const std::exception&) {
+      _exit(1);  // the parent sees no port and says so
+    }
+  }
+  pid_ = pid;
+  close(fds[1]);
+  const bool got = read(fds[0], &port_, sizeof port_) == ssize_t(sizeof port_);
+  close(fds[0]);
+  H2_CHECK(got, "the store server process did not report its port");
+}
+
+// Every thread's stack of a rank that outlived the harness limit, to show where it hung.
+std::string stacks_of(pid_t pid) {
+  const std::string command =
+      "gdb -p " + std::to_string(pid) + " -batch -ex 'thread apply all bt' 2>/dev/null";
+  FILE* gdb = popen(command.c_str(), "r");
+  if (gdb == nullptr) return "(no stacks: gdb could not be started)";
+  std::string text;
+  char buffer[4096];
+  size_t got;
+  while ((got = fread(buffer, 1, sizeof buffer, gdb)) > 0) text.append(buffer, got);
+  pclose(gdb);
+  return text.empty() ? "(no stacks: gdb is not installed)" : text;
 }
 
 std::string read_all(int fd) {
@@ -66,7 +125,7 @@ std::string read_all(int fd) {
 std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const RunOptions& options) {
   std::random_device seed;
   const std::string token = "test-" + std::to_string(seed()) + std::to_string(seed());
-  StoreServer server("127.0.0.1", 0, token);
+  const StoreProcess store(token);
   const auto start = Clock::now();
   std::vector<int> pids(size), pipes(size);
   for (int rank = 0; rank < size; ++rank) {
@@ -76,7 +135,7 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const RunOpti
     H2_CHECK(pid >= 0, "fork failed");
     if (pid == 0) {
       close(fds[0]);
-      run_child(rank, size, server.port(), token, body, options, fds[1]);
+      run_child(rank, size, store.port(), token, body, options, fds[1]);
     }
     close(fds[1]);
     pids[rank] = pid;
@@ -86,6 +145,7 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const RunOpti
 
   std::vector<RankOutcome> outcomes(size);
   std::vector<bool> done(size, false);
+  std::vector<std::string> stacks(size);
   int remaining = size;
   while (remaining > 0) {
     for (int rank = 0; rank < size; ++rank) {
@@ -98,12 +158,15 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const RunOpti
       outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
       if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
-      outcome.message = read_all(pipes[rank]);
+      outcome.message = read_all(pipes[rank]) + stacks[rank];
       close(pipes[rank]);
     }
     if (Clock::now() - start > options.harness_limit) {
-      for (int rank = 0; rank < size; ++rank)
-        if (!done[rank]) kill(pids[rank], SIGKILL);
+      for (int rank = 0; rank < size; ++rank) {
+        if (done[rank] || !stacks[rank].empty()) continue;
+        stacks[rank] = "\nstacks when the harness gave up:\n" + stacks_of(pids[rank]);
+        kill(pids[rank], SIGKILL);
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -1,5 +1,5 @@
 // Multi-process test harness: runs a body in `size` forked ranks that join one job through a
-// store served by the test process, on loopback, over the UCX transports named by `ucx_tls`.
+// store served by a process of its own, on loopback, over the UCX transports named by `ucx_tls`.
 // Each rank reports its exit code and, on failure, its error message through a pipe.
 #pragma once
 
@@ -17,6 +17,7 @@ namespace h2::comm::testing {
 struct RankContext {
   World& world;
   Runtime& runtime;
+  Device& device;  // the device this rank joined with (RunOptions::device)
   Communicator& comm() { return world.comm(); }
   int rank() const { return world.info().rank; }
   int size() const { return world.info().size; }
@@ -36,6 +37,8 @@ struct RunOptions {
   // Called in the parent once every rank started, with their pids (to kill one, say).
   std::function<void(const std::vector<int>& pids)> while_running;
   std::chrono::seconds harness_limit{240};  // ranks still alive then are killed
+  // The device each rank computes on ("cpu", "vchip:1", ...); decides the world's shape.
+  std::function<std::string(int rank)> device = [](int) { return std::string("cpu"); };
 };
 
 // The body throws (gtest assertions do not cross processes) to fail a rank.
