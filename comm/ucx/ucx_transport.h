@@ -67,6 +67,9 @@ class UcxTransport final : public Transport {
   void create_worker();
   void connect_peers(Store& store, const std::string& prefix, Millis timeout);
   OpId acquire();
+  // Records what a UCX post call returned for transfer `id`: done, in flight, or an error that
+  // test() will report.
+  OpId track(OpId id, ucs_status_ptr_t request);
   void record_failure(int rank, std::string reason);
   void close_endpoints();
   void probe_local_peers();
