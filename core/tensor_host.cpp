@@ -100,4 +100,48 @@ std::vector<int64_t> tensor_to_ints(const Tensor& tensor) {
   return values;
 }
 
+void store_host_element(void* base, DType dtype, int64_t i, double value) {
+  switch (dtype) {
+    case DType::f32:
+      static_cast<float*>(base)[i] = float(value);
+      return;
+    case DType::bf16:
+      static_cast<uint16_t*>(base)[i] = f32_to_bf16(float(value));
+      return;
+    case DType::f16:
+      static_cast<uint16_t*>(base)[i] = f32_to_f16(float(value));
+      return;
+    case DType::i32:
+      static_cast<int32_t*>(base)[i] = int32_t(value);
+      return;
+    case DType::i64:
+      static_cast<int64_t*>(base)[i] = int64_t(value);
+      return;
+    case DType::u8:
+      static_cast<uint8_t*>(base)[i] = uint8_t(value);
+      return;
+    default:
+      H2_THROW(UnsupportedError, "no host element access for {}", dtype_name(dtype));
+  }
+}
+
+double load_host_element(const void* base, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::f32:
+      return static_cast<const float*>(base)[i];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::i32:
+      return static_cast<const int32_t*>(base)[i];
+    case DType::i64:
+      return double(static_cast<const int64_t*>(base)[i]);
+    case DType::u8:
+      return static_cast<const uint8_t*>(base)[i];
+    default:
+      H2_THROW(UnsupportedError, "no host element access for {}", dtype_name(dtype));
+  }
+}
+
 }  // namespace h2

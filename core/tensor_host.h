@@ -20,4 +20,9 @@ Tensor tensor_from_ints(std::span<const int64_t> values, const Shape& shape, DTy
 std::vector<float> tensor_to_floats(const Tensor& tensor);
 std::vector<int64_t> tensor_to_ints(const Tensor& tensor);
 
+// Element `i` of a host buffer of `dtype` (f32, bf16, f16, i32, i64, u8), written from or read as
+// a double; the value is rounded (floats) or truncated (integers) to the dtype.
+void store_host_element(void* base, DType dtype, int64_t i, double value);
+double load_host_element(const void* base, DType dtype, int64_t i);
+
 }  // namespace h2

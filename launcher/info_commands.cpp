@@ -1,15 +1,17 @@
-// `h2 devices`, `h2 ops` and `h2 env`: what this machine offers, which ops run where, and every
-// H2_* environment knob.
+// `h2 devices`, `h2 ops` and `h2 env`: what this machine offers (compute devices and RDMA
+// ports), which ops run where, and every H2_* environment knob.
 #include <fmt/format.h>
 
 #include "backends/registry.h"
+#include "comm/ibverbs/rdma_topology.h"
 #include "core/env.h"
 #include "launcher/command.h"
 
 namespace h2::launcher {
 
 Command make_devices_command(CLI::App& parent) {
-  CLI::App* app = parent.add_subcommand("devices", "List the devices of every registered backend");
+  CLI::App* app = parent.add_subcommand(
+      "devices", "List the devices of every registered backend and this machine's RDMA ports");
   return {app, [] {
             auto runtime = create_runtime();
             fmt::print("{:<10} {:<12} {:>12} {:>12} {:>14}  {}\n", "device", "memory", "capacity",
@@ -21,6 +23,8 @@ Command make_devices_command(CLI::App& parent) {
                          double(p.memory_bytes) / (1 << 30), p.memory_bandwidth / 1e9,
                          p.peak(DType::f32) / 1e9, p.name);
             }
+            fmt::print("\nRDMA (libibverbs):\n{}",
+                       comm::format_rdma_topology(comm::discover_rdma()));
             return 0;
           }};
 }

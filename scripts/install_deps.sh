@@ -10,6 +10,7 @@ packages=(
   libyaml-cpp-dev            # YAML configs and chip descriptions
   libboost-dev               # Boost.Asio (header-only) for the rendezvous store
   libucx-dev                 # UCX transport (shared memory, TCP, verbs)
+  ucx-utils                  # ucx_perftest: the latency peer in bench/comm_bench.sh
   libibverbs-dev             # RDMA verbs transport (builds here; no RDMA in this kernel)
   libopenmpi-dev openmpi-bin # mpirun submission
   libgtest-dev libgmock-dev  # GoogleTest

@@ -5,67 +5,21 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/half_float.h"
+#include "core/tensor_host.h"
 
 namespace h2::comm::testing {
-namespace {
-
-void store(void* base, int64_t i, DType dtype, double v) {
-  switch (dtype) {
-    case DType::f32:
-      static_cast<float*>(base)[i] = float(v);
-      return;
-    case DType::bf16:
-      static_cast<uint16_t*>(base)[i] = f32_to_bf16(float(v));
-      return;
-    case DType::f16:
-      static_cast<uint16_t*>(base)[i] = f32_to_f16(float(v));
-      return;
-    case DType::i32:
-      static_cast<int32_t*>(base)[i] = int32_t(v);
-      return;
-    case DType::i64:
-      static_cast<int64_t*>(base)[i] = int64_t(v);
-      return;
-    case DType::u8:
-      static_cast<uint8_t*>(base)[i] = uint8_t(v);
-      return;
-    default:
-      H2_THROW(Error, "no test values for {}", dtype_name(dtype));
-  }
-}
-
-double load(const void* base, int64_t i, DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return static_cast<const float*>(base)[i];
-    case DType::bf16:
-      return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::f16:
-      return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::i32:
-      return static_cast<const int32_t*>(base)[i];
-    case DType::i64:
-      return double(static_cast<const int64_t*>(base)[i]);
-    case DType::u8:
-      return static_cast<const uint8_t*>(base)[i];
-    default:
-      H2_THROW(Error, "no test values for {}", dtype_name(dtype));
-  }
-}
-
-}  // namespace
-
 Tensor make_tensor(const std::vector<double>& values, DType dtype, Device& cpu) {
   Tensor t = Tensor::empty(Shape{int64_t(values.size())}, dtype, cpu);
-  for (size_t i = 0; i < values.size(); ++i) store(t.data(), int64_t(i), dtype, values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    store_host_element(t.data(), dtype, int64_t(i), values[i]);
   return t;
 }
 
 std::vector<double> read_tensor(const Tensor& tensor) {
   const Tensor c = tensor.contiguous();
   std::vector<double> out(static_cast<size_t>(c.numel()));
-  for (int64_t i = 0; i < c.numel(); ++i) out[size_t(i)] = load(c.data(), i, c.dtype());
+  for (int64_t i = 0; i < c.numel(); ++i)
+    out[size_t(i)] = load_host_element(c.data(), c.dtype(), i);
   return out;
 }
 

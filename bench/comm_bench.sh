@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Communication benchmark: `h2 comm-bench` against Open MPI (bench/peers/mpi_allreduce.c, built
+# as h2_peer_mpi) and ucx_perftest, same machine, same sizes, alternating runs, ROUNDS of each:
+#   all_reduce f32, 8 B .. 64 MiB by 2, at each rank count in RANKS (H2, then Open MPI);
+#   sendrecv 8 B latency (ring: rank r sends to r+1, receives from r-1) at each rank count;
+#   ucx_perftest -t tag_lat -s 8 between two processes over shared memory (UCX_TLS=sm).
+# Ranks start with `mpirun --allow-run-as-root --oversubscribe -np N`. Each run starts on a
+# quiet machine (bench/quiet_machine.sh: no build running, CPUs idle) and is repeated when other
+# processes used over 5% of the run's wall time in CPU time, and over 3 clock ticks (up to
+# TRIES times; load.txt says which). The OpenBLAS tuning variables are removed from the benchmark commands only. Raw tables
+# go to OUT_DIR/SIDE.TEST.npN.ROUND.txt, medians to OUT_DIR/summary.md (bench/comm_summary.py).
+# Usage: bench/comm_bench.sh [OUT_DIR]   (default build/comm-bench)
+#   env: ROUNDS (5), BUILD (build), H2 ($BUILD/bin/h2), PEER ($BUILD/bin/h2_peer_mpi),
+#        RANKS ("2 4"), SIDES ("h2 mpi ucx"; drop h2 where h2 has no comm-bench), ITERS (20),
+#        WARMUP (5), LAT_ITERS (100000), LAT_WARMUP (1000), UCX_ITERS (100000), TRIES (5),
+#        QUIET (1; 0 skips waiting for a quiet machine but still logs disturbed runs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-build/comm-bench}
+rounds=${ROUNDS:-5}
+build=${BUILD:-build}
+h2=${H2:-$build/bin/h2}
+peer=${PEER:-$build/bin/h2_peer_mpi}
+read -ra ranks <<<"${RANKS:-2 4}"
+sides=" ${SIDES:-h2 mpi ucx} "
+iters=${ITERS:-20}
+warmup=${WARMUP:-5}
+lat_iters=${LAT_ITERS:-100000}
+lat_warmup=${LAT_WARMUP:-1000}
+ucx_iters=${UCX_ITERS:-100000}
+tries=${TRIES:-5}
+quiet=${QUIET:-1}
+mkdir -p "$out"
+: >"$out/load.txt"
+
+source bench/quiet_machine.sh
+
+if [[ $sides == *" h2 "* ]] && ! "$h2" comm-bench --help >/dev/null 2>&1; then
+  echo "$h2 has no comm-bench (built without h2_comm?); run with SIDES=\"mpi ucx\"" >&2
+  exit 2
+fi
+if [[ $sides == *" mpi "* && ! -x $peer ]]; then
+  echo "$peer is missing: build it (ninja -C $build h2_peer_mpi; needs an MPI C compiler)" >&2
+  exit 2
+fi
+
+mpirun=(mpirun --allow-run-as-root --oversubscribe)
+
+# run NAME CMD...: CMD's stdout into $out/NAME.txt (stderr into NAME.err), from a run during
+# which other processes used under 5% of its wall time in CPU time.
+run() {
+  local name=$1 try timing verdict
+  shift
+  timing=$(mktemp)
+  for ((try = 1; try <= tries; try++)); do
+    ((quiet)) && wait_quiet
+    local start before after
+    start=$(uptime)
+    before=$(busy_jiffies)
+    /usr/bin/time -f "%e %U %S" -o "$timing" \
+      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" >"$out/$name.txt" 2>"$out/$name.err"
+    after=$(busy_jiffies)
+    verdict=$(awk -v busy=$((after - before)) -v hz="$(getconf CLK_TCK)" '{
+      other = busy / hz - $2 - $3
+      ok = other < 0.05 * $1 || other < 3 / hz  # 3 clock ticks: the resolution of /proc/stat
+      printf "%s %.1f s wall, %.2f CPU-s by others", (ok ? "ok" : "disturbed"), $1, other
+    }' "$timing")
+    echo "$name: try $try: $verdict; load at start:${start#*load average:}" >>"$out/load.txt"
+    if [[ $verdict == ok* ]]; then
+      rm -f "$timing"
+      return 0
+    fi
+  done
+  rm -f "$timing"
+  echo "$name: no undisturbed run in $tries tries; keeping the last" >>"$out/load.txt"
+}
+
+# ucx_perftest's tag latency between a server and a client on loopback, shared memory only
+# (a command line for bash -c: the server in the background, the client once it listens).
+ucx_tag_lat() {
+  local port=$((20000 + RANDOM % 20000))
+  local perftest="UCX_TLS=sm ucx_perftest -t tag_lat -s 8 -n $ucx_iters -p $port"
+  echo "$perftest >/dev/null 2>&1 & sleep 1; ${perftest/ucx_perftest/ucx_perftest 127.0.0.1}; wait"
+}
+
+{
+  echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  echo "# $(mpirun --version 2>&1 | head -1); $(ucx_info -v 2>&1 | head -1 | sed 's/^# //')"
+  echo "# rounds $rounds, ranks ${ranks[*]}, sides${sides% }, iters $iters, warmup $warmup, latency iters $lat_iters"
+} >"$out/machine.txt"
+
+for i in $(seq "$rounds"); do
+  for n in "${ranks[@]}"; do
+    if [[ $sides == *" h2 "* ]]; then
+      run "h2.allreduce.np$n.$i" "${mpirun[@]}" -np "$n" \
+        "$h2" comm-bench all_reduce -b 8 -e 64M -f 2 -n "$iters" -w "$warmup"
+    fi
+    if [[ $sides == *" mpi "* ]]; then
+      run "mpi.allreduce.np$n.$i" "${mpirun[@]}" -np "$n" \
+        "$peer" all_reduce -b 8 -e 64M -f 2 -n "$iters" -w "$warmup"
+    fi
+    if [[ $sides == *" h2 "* ]]; then
+      run "h2.sendrecv.np$n.$i" "${mpirun[@]}" -np "$n" \
+        "$h2" comm-bench sendrecv -b 8 -e 8 -n "$lat_iters" -w "$lat_warmup"
+    fi
+    if [[ $sides == *" mpi "* ]]; then
+      run "mpi.sendrecv.np$n.$i" "${mpirun[@]}" -np "$n" \
+        "$peer" sendrecv -b 8 -e 8 -n "$lat_iters" -w "$lat_warmup"
+    fi
+  done
+  if [[ $sides == *" ucx "* ]]; then
+    run "ucx.taglat.np2.$i" bash -c "$(ucx_tag_lat)"
+  fi
+done
+
+python3 bench/comm_summary.py "$out" | tee "$out/summary.md"
+echo "results in $out (load log: $out/load.txt)"
