@@ -5,9 +5,9 @@
 #   sendrecv 8 B latency (ring: rank r sends to r+1, receives from r-1) at each rank count;
 #   ucx_perftest -t tag_lat -s 8 between two processes over shared memory (UCX_TLS=sm).
 # Ranks start with `mpirun --allow-run-as-root --oversubscribe -np N`. Each run starts on a
-# quiet machine (bench/quiet_machine.sh: no build running, CPUs idle) and is repeated when other
-# processes used over 5% of the run's wall time in CPU time, and over 3 clock ticks (up to
-# TRIES times; load.txt says which). The OpenBLAS tuning variables are removed from the benchmark commands only. Raw tables
+# quiet machine and is repeated when others disturbed it (bench/quiet_machine.sh's quiet_run, up
+# to TRIES times; load.txt says which). The OpenBLAS tuning variables are removed from the
+# benchmark commands only. Raw tables
 # go to OUT_DIR/SIDE.TEST.npN.ROUND.txt, medians to OUT_DIR/summary.md (bench/comm_summary.py).
 # Usage: bench/comm_bench.sh [OUT_DIR]   (default build/comm-bench)
 #   env: ROUNDS (5), BUILD (build), H2 ($BUILD/bin/h2), PEER ($BUILD/bin/h2_peer_mpi),
@@ -46,33 +46,9 @@ fi
 
 mpirun=(mpirun --allow-run-as-root --oversubscribe)
 
-# run NAME CMD...: CMD's stdout into $out/NAME.txt (stderr into NAME.err), from a run during
-# which other processes used under 5% of its wall time in CPU time.
+# run NAME CMD...: CMD's stdout into $out/NAME.txt, stderr into NAME.err (quiet_run).
 run() {
-  local name=$1 try timing verdict
-  shift
-  timing=$(mktemp)
-  for ((try = 1; try <= tries; try++)); do
-    ((quiet)) && wait_quiet
-    local start before after
-    start=$(uptime)
-    before=$(busy_jiffies)
-    /usr/bin/time -f "%e %U %S" -o "$timing" \
-      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" >"$out/$name.txt" 2>"$out/$name.err"
-    after=$(busy_jiffies)
-    verdict=$(awk -v busy=$((after - before)) -v hz="$(getconf CLK_TCK)" '{
-      other = busy / hz - $2 - $3
-      ok = other < 0.05 * $1 || other < 3 / hz  # 3 clock ticks: the resolution of /proc/stat
-      printf "%s %.1f s wall, %.2f CPU-s by others", (ok ? "ok" : "disturbed"), $1, other
-    }' "$timing")
-    echo "$name: try $try: $verdict; load at start:${start#*load average:}" >>"$out/load.txt"
-    if [[ $verdict == ok* ]]; then
-      rm -f "$timing"
-      return 0
-    fi
-  done
-  rm -f "$timing"
-  echo "$name: no undisturbed run in $tries tries; keeping the last" >>"$out/load.txt"
+  quiet_run "$1" "$out/$1.txt" "$out/$1.err" "${@:2}"
 }
 
 # ucx_perftest's tag latency between a server and a client on loopback, shared memory only

@@ -22,32 +22,9 @@ mkdir -p "$out"
 
 source bench/quiet_machine.sh
 
-# run NAME CMD...: CMD's output into $out/NAME.md, from a run during which other processes used
-# under 5% of one core (CPU time of the whole machine less CMD's own). The OpenBLAS tuning
-# variables are removed from its environment.
+# run NAME CMD...: CMD's output into $out/NAME.md (quiet_run).
 run() {
-  local name=$1 try timing verdict
-  shift
-  timing=$(mktemp)
-  for ((try = 1; try <= tries; try++)); do
-    wait_quiet
-    local start="$(uptime)" before after
-    before=$(busy_jiffies)
-    /usr/bin/time -f "%e %U %S" -o "$timing" \
-      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" >"$out/$name.md"
-    after=$(busy_jiffies)
-    verdict=$(awk -v busy=$((after - before)) -v hz="$(getconf CLK_TCK)" '{
-      other = busy / hz - $2 - $3
-      printf "%s %.1f s wall, %.2f CPU-s by others", (other < 0.05 * $1 ? "ok" : "disturbed"), $1, other
-    }' "$timing")
-    echo "$name: try $try: $verdict; load at start:${start#*load average:}" >>"$out/load.txt"
-    if [[ $verdict == ok* ]]; then
-      rm -f "$timing"
-      return 0
-    fi
-  done
-  rm -f "$timing"
-  echo "$name: no undisturbed run in $tries tries; keeping the last" >>"$out/load.txt"
+  quiet_run "$1" "$out/$1.md" /dev/stderr "${@:2}"
 }
 
 for i in $(seq "$rounds"); do

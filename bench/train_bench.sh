@@ -30,24 +30,7 @@ source bench/quiet_machine.sh
 
 # run NAME CMD...: stdout+stderr into $out/NAME.log, "%e %U %S %M" into $out/NAME.time.
 run() {
-  local name=$1 try verdict
-  shift
-  for ((try = 1; try <= tries; try++)); do
-    wait_quiet
-    local start before after
-    start=$(uptime)
-    before=$(busy_jiffies)
-    /usr/bin/time -f "%e %U %S %M" -o "$out/$name.time" \
-      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" >"$out/$name.log" 2>&1
-    after=$(busy_jiffies)
-    verdict=$(awk -v busy=$((after - before)) -v hz="$(getconf CLK_TCK)" '{
-      other = busy / hz - $2 - $3
-      printf "%s %.1f s wall, %.2f CPU-s by others, max RSS %d KiB", (other < 0.05 * $1 ? "ok" : "disturbed"), $1, other, $4
-    }' "$out/$name.time")
-    echo "$name: try $try: $verdict; load at start:${start#*load average:}" >>"$out/load.txt"
-    [[ $verdict == ok* ]] && return 0
-  done
-  echo "$name: no undisturbed run in $tries tries; keeping the last" >>"$out/load.txt"
+  quiet_run "$1" "$out/$1.log" "$out/$1.log" "${@:2}"
 }
 
 for shape in "${shapes[@]}"; do

@@ -10,7 +10,7 @@ import sys
 
 
 def rss_mib(path):
-    return int(open(path).read().split()[3]) / 1024
+    return int(open(path).read().splitlines()[-1].split()[3]) / 1024  # after any time(1) note
 
 
 def h2_run(jsonl, warm):
