@@ -42,7 +42,7 @@ void check_byte_sized(DType dtype, std::string_view who) {
 class HostRequest final : public Request {
  public:
   HostRequest(Transport& transport, OpId op, std::unique_ptr<HostView> view, int peer, int tag,
-              bool recv, Millis timeout)
+              bool recv, Millis timeout, uint64_t spins_before_yield)
       : transport_(transport),
         op_(op),
         view_(std::move(view)),
@@ -50,7 +50,8 @@ class HostRequest final : public Request {
         tag_(tag),
         recv_(recv),
         timeout_(timeout),
-        deadline_(Clock::now() + timeout) {}
+        deadline_(Clock::now() + timeout),
+        spins_before_yield_(spins_before_yield) {}
   ~HostRequest() override {
     if (done_) return;
     try {
@@ -96,7 +97,7 @@ class HostRequest final : public Request {
             "matching {}",
             what(), timeout_.count() / 1000.0, peer_, recv_ ? "send" : "receive"));
       }
-      if (spins > 2000) sched_yield();
+      if (spins >= spins_before_yield_) sched_yield();
     }
   }
 
@@ -113,6 +114,7 @@ class HostRequest final : public Request {
   bool recv_;
   Millis timeout_;
   Clock::time_point deadline_;
+  uint64_t spins_before_yield_;
   bool done_ = false;
 };
 
@@ -143,7 +145,8 @@ void HostCommunicator::check_usable() const {
 
 void HostCommunicator::run(const Signature& signature, const std::function<void(Exchange&)>& body) {
   check_usable();
-  Exchange exchange(*transport_, signature, sequence_++, options_.timeout);
+  Exchange exchange(*transport_, signature, sequence_++, options_.timeout,
+                    options_.spins_before_yield);
   try {
     body(exchange);
   } catch (const CommError& e) {
@@ -295,7 +298,7 @@ std::unique_ptr<Request> HostCommunicator::isend(const Tensor& tensor, int peer,
   auto view = std::make_unique<HostView>(tensor, *transport_, HostView::read, nullptr);
   const OpId op = transport_->post_send(peer, p2p_tag(rank(), tag), view->data(), view->bytes());
   return std::make_unique<HostRequest>(*transport_, op, std::move(view), peer, tag, false,
-                                       options_.timeout);
+                                       options_.timeout, options_.spins_before_yield);
 }
 
 std::unique_ptr<Request> HostCommunicator::irecv(const Tensor& tensor, int peer, int tag) {
@@ -305,7 +308,7 @@ std::unique_ptr<Request> HostCommunicator::irecv(const Tensor& tensor, int peer,
   const OpId op =
       transport_->post_recv(peer, p2p_tag(peer, tag), kP2pMask, view->data(), view->bytes());
   return std::make_unique<HostRequest>(*transport_, op, std::move(view), peer, tag, true,
-                                       options_.timeout);
+                                       options_.timeout, options_.spins_before_yield);
 }
 
 }  // namespace h2::comm

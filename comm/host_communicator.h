@@ -27,6 +27,7 @@ struct HostCommOptions {
   Millis timeout{300000};
   size_t ring_threshold_bytes = 256 * 1024;
   size_t segment_bytes = 1 << 20;
+  uint64_t spins_before_yield = 2000;  // see comm/timeouts.h
   // From the environment (H2_COMM_TIMEOUT, H2_COMM_RING_THRESHOLD, H2_COMM_SEGMENT).
   static HostCommOptions from_env();
 };

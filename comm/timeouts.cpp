@@ -1,5 +1,8 @@
-// The communication timeout from H2_COMM_TIMEOUT: seconds, fractional allowed, in (0, 1e6].
+// The communication timeout from H2_COMM_TIMEOUT (seconds, fractional allowed, in (0, 1e6]) and
+// the polling budget from the node's rank and CPU counts.
 #include "comm/timeouts.h"
+
+#include <sched.h>
 
 #include <cmath>
 
@@ -15,6 +18,12 @@ Millis comm_timeout() {
              env_string("H2_COMM_TIMEOUT"));
   // Round up so that a tiny positive value never becomes a zero (immediate) timeout.
   return Millis(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+uint64_t spins_before_yield(int local_ranks) {
+  cpu_set_t allowed;
+  const int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
+  return local_ranks > cpus ? 0 : 2000;
 }
 
 }  // namespace h2::comm

@@ -119,8 +119,10 @@ std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
   TransportFactory factory = ucx_factory(context, info.store_host, port, info.token, timeout);
   auto transport =
       UcxTransport::connect(context, *world->store_, "world", info.rank, info.size, timeout);
+  HostCommOptions host_options = HostCommOptions::from_env();
+  host_options.spins_before_yield = spins_before_yield(info.local_size);
   auto flat = std::make_unique<HostCommunicator>(std::move(transport), std::move(factory), "world",
-                                                 HostCommOptions::from_env());
+                                                 std::move(host_options));
   world->comm_ = build_world_communicator(*world->store_, std::move(flat), info, device, options);
   H2_LOG_DEBUG("rank {} of {} joined through {} (store {}:{}, device {})", info.rank, info.size,
                world->comm_->name(), info.store_host, port, device.str());

@@ -1,6 +1,10 @@
 // `h2 devices`, `h2 ops` and `h2 env`: what this machine offers (compute devices and RDMA
 // ports), which ops run where, and every H2_* environment knob.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string_view>
+#include <vector>
 
 #include "backends/registry.h"
 #include "comm/ibverbs/rdma_topology.h"
@@ -42,11 +46,11 @@ Command make_ops_command(CLI::App& parent) {
               Op op = Op(i);
               fmt::print("{:<18}", op_name(op));
               for (Device* d : devices) {
-                std::string dtypes;
+                std::vector<std::string_view> dtypes;
                 for (DType t : {DType::f32, DType::bf16, DType::f16})
-                  if (d->supports(op, t))
-                    dtypes += (dtypes.empty() ? "" : ",") + std::string(dtype_name(t));
-                fmt::print(" {:<16}", dtypes.empty() ? "-" : dtypes);
+                  if (d->supports(op, t)) dtypes.push_back(dtype_name(t));
+                fmt::print(" {:<16}",
+                           dtypes.empty() ? "-" : fmt::format("{}", fmt::join(dtypes, ",")));
               }
               fmt::print("  {}\n", op_summary(op));
             }
@@ -59,7 +63,7 @@ Command make_env_command(CLI::App& parent) {
   return {app, [] {
             for (const EnvKnob& knob : env_knobs())
               fmt::print("{:<22} = {:<10} (default '{}')\n    {}\n", knob.name,
-                         "'" + env_string(knob.name) + "'", knob.default_value, knob.help);
+                         fmt::format("'{}'", env_string(knob.name)), knob.default_value, knob.help);
             return 0;
           }};
 }

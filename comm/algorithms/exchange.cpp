@@ -11,20 +11,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 // Spins before a waiting rank starts yielding the core: ranks may outnumber cores.
-constexpr uint64_t kSpinsBeforeYield = 2000;
 // How long a rank that timed out listens for the report of the peer it waited for.
 constexpr auto kReportGrace = std::chrono::milliseconds(1000);
 
 }  // namespace
 
 Exchange::Exchange(Transport& transport, const Signature& signature, uint16_t sequence,
-                   Millis timeout)
+                   Millis timeout, uint64_t spins_before_yield)
     : transport_(transport),
       signature_(signature),
       packed_(signature.pack()),
       sequence_(sequence),
       timeout_(timeout),
-      deadline_(Clock::now() + timeout) {}
+      deadline_(Clock::now() + timeout),
+      spins_before_yield_(spins_before_yield) {}
 
 Exchange::~Exchange() {
   if (active_ > 0) transport_.cancel_all();
@@ -117,7 +117,7 @@ void Exchange::wait(OpId op) {
                describe(what), timeout_.count() / 1000.0, what.peer,
                collective_name(signature_.kind)),
            what.peer);
-    if (spins > kSpinsBeforeYield) sched_yield();
+    if (spins >= spins_before_yield_) sched_yield();
   }
 }
 

@@ -18,7 +18,8 @@ namespace h2::comm {
 
 class Exchange {
  public:
-  Exchange(Transport& transport, const Signature& signature, uint16_t sequence, Millis timeout);
+  Exchange(Transport& transport, const Signature& signature, uint16_t sequence, Millis timeout,
+           uint64_t spins_before_yield);
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -52,6 +53,7 @@ class Exchange {
   uint16_t sequence_;
   Millis timeout_;
   std::chrono::steady_clock::time_point deadline_;
+  uint64_t spins_before_yield_;
   std::vector<InFlight> in_flight_;  // indexed by OpId
   int active_ = 0;
 };

@@ -1,7 +1,9 @@
 // Rank discovery from launcher variables (every launcher, nesting inside Slurm, disagreements, bad
-// values), the derived store port and token, and the H2_COMM_TIMEOUT knob.
+// values), the derived store port and token, the H2_COMM_TIMEOUT knob and the polling budget.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <sched.h>
 
 #include <cstdlib>
 #include <map>
@@ -335,6 +337,15 @@ TEST(CommTimeoutTest, ReadsSecondsFromTheKnob) {
       EXPECT_THAT(e.what(), HasSubstr("H2_COMM_TIMEOUT")) << bad;
     }
   }
+}
+
+TEST(SpinsBeforeYieldTest, YieldsAtOnceOnlyWhenLocalRanksOutnumberTheCpus) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  const int cpus = CPU_COUNT(&allowed);
+  EXPECT_GT(spins_before_yield(1), 0u);
+  EXPECT_GT(spins_before_yield(cpus), 0u);
+  EXPECT_EQ(spins_before_yield(cpus + 1), 0u);
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ TEST(Safetensors, RoundTripsAndFollowsTheLayout) {
   uint64_t length = 0;
   in.read(reinterpret_cast<char*>(&length), 8);
   EXPECT_EQ(length % 8, 0u);
-  std::string header(length, '\\0');
+  std::string header(length, '\0');
   in.read(header.data(), std::streamsize(length));
   auto j = nlohmann::json::parse(header);
   EXPECT_EQ(j["model.norm.weight"]["dtype"], "BF16");
