@@ -96,4 +96,8 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   }
 }
 
+TensorMap read_model_tensors(const std::string& checkpoint_dir) {
+  return read_safetensors((fs::path(checkpoint_dir) / "model.safetensors").string());
+}
+
 }  // namespace h2::checkpoint

@@ -32,5 +32,8 @@ std::string save_checkpoint(const std::string& dir, const TrainerState& state,
 // The newest complete checkpoint folder in `dir`, if any.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
 TrainerState read_trainer_state(const std::string& checkpoint_dir);
+// The model's FP32 master weights in a checkpoint folder, as whole tensors under their Hugging
+// Face names (however the writing ranks split them). ConfigError names a missing or bad file.
+TensorMap read_model_tensors(const std::string& checkpoint_dir);
 
 }  // namespace h2::checkpoint
