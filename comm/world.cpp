@@ -1,4 +1,5 @@
-// World::join: store server and client, transport choice, the world communicator.
+// World::join: store server (rank 0 unless h2run serves it) and client, transport choice, the world
+// communicator.
 #include "comm/world.h"
 
 #include <fmt/format.h>
@@ -109,7 +110,8 @@ std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
              "MASTER_PORT) and no launcher job id to derive one from",
              info.rank, info.size);
   if (info.size == 1) port = 0;  // a world of one serves itself on any free port
-  if (info.rank == 0 && (options.serve_store || info.size == 1)) {
+  const bool serve = options.serve_store.value_or(info.launcher != "h2run");
+  if (info.rank == 0 && (serve || info.size == 1)) {
     world->server_ = std::make_unique<StoreServer>(info.store_host, port, info.token);
     port = world->server_->port();
   }

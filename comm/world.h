@@ -1,9 +1,11 @@
-// Joining a job: rank 0 (or the launcher) serves the rendezvous store, every rank connects to it
-// and the world communicator is built over the best transport for the group's devices (NCCL when
-// every rank drives a CUDA device, hierarchical for mixed groups, UCX otherwise).
+// Joining a job: the rendezvous store is served by h2run when it started the job, else by rank 0;
+// every rank connects to it and the world communicator is built over the best transport for the
+// group's devices (NCCL when every rank drives a CUDA device, hierarchical for mixed groups, UCX
+// otherwise).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/bootstrap/rank_env.h"
@@ -16,7 +18,9 @@ class StoreServer;
 
 struct WorldOptions {
   std::string transport = "auto";  // auto, ucx, nccl
-  bool serve_store = true;         // rank 0 serves the store (false: the launcher does)
+  // Whether rank 0 serves the store. nullopt: decide from the launcher (h2run serves it itself,
+  // every other launcher leaves it to rank 0). A world of one always serves itself.
+  std::optional<bool> serve_store;
 };
 
 class World {
@@ -36,7 +40,7 @@ class World {
  private:
   World() = default;
   RankInfo info_;
-  std::unique_ptr<StoreServer> server_;  // rank 0 only
+  std::unique_ptr<StoreServer> server_;  // rank 0 only, and only when it serves the store
   std::unique_ptr<Store> store_;
   std::unique_ptr<Communicator> comm_;
 };

@@ -1,0 +1,74 @@
+// OutputPipe: split a rank's bytes into lines, prefix and forward them.
+#include "launcher/h2run/output_pipe.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace h2::h2run {
+
+void LineTail::add(std::string line) {
+  lines_.push_back(std::move(line));
+  while (lines_.size() > capacity_) lines_.pop_front();
+}
+
+OutputPipe::OutputPipe(UniqueFd fd, int target, std::string prefix, LineTail& tail)
+    : fd_(std::move(fd)), target_(target), prefix_(std::move(prefix)), tail_(tail) {}
+
+void OutputPipe::emit(std::string_view line) {
+  std::string out;
+  out.reserve(prefix_.size() + line.size() + 1);
+  out.append(prefix_).append(line).push_back('\n');
+  write_all(target_, out);  // h2run's own stdout gone (e.g. `| head`): the job still runs
+  tail_.add(std::string(line));
+}
+
+void OutputPipe::flush_partial() {
+  if (!partial_.empty()) emit(partial_);
+  partial_.clear();
+}
+
+void OutputPipe::pump() {
+  char buffer[16384];
+  while (fd_.valid()) {
+    const ssize_t n = ::read(fd_.get(), buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0)
+      H2_THROW(Error, "reading the output of {}(fd {}) failed: {}", prefix_, fd_.get(),
+               std::strerror(errno));
+    if (n == 0) {
+      flush_partial();
+      fd_.reset();
+      return;
+    }
+    std::string_view chunk(buffer, size_t(n));
+    while (!chunk.empty()) {
+      const size_t newline = chunk.find('\n');
+      const size_t take = newline == std::string_view::npos ? chunk.size() : newline;
+      partial_.append(chunk.substr(0, take));
+      if (newline != std::string_view::npos) {
+        emit(partial_);
+        partial_.clear();
+        chunk.remove_prefix(take + 1);
+      } else {
+        chunk = {};
+      }
+      while (partial_.size() >= kMaxLine) {
+        emit(std::string_view(partial_).substr(0, kMaxLine));
+        partial_.erase(0, kMaxLine);
+      }
+    }
+  }
+}
+
+void OutputPipe::finish() {
+  pump();
+  flush_partial();
+  fd_.reset();
+}
+
+}  // namespace h2::h2run
