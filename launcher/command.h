@@ -21,14 +21,19 @@ Command make_env_command(CLI::App& parent);         // info_commands.cpp
 Command make_demo_command(CLI::App& parent);        // demo.cpp
 Command make_train_command(CLI::App& parent);       // train_command.cpp
 Command make_generate_command(CLI::App& parent);    // generate_command.cpp
+Command make_export_command(CLI::App& parent);      // export_command.cpp
+Command make_import_command(CLI::App& parent);      // import_command.cpp
+Command make_logits_command(CLI::App& parent);      // logits_command.cpp
 Command make_comm_bench_command(CLI::App& parent);  // comm_bench/comm_bench_command.cpp
 
 class CommandSet {
  public:
   explicit CommandSet(CLI::App& app)
-      : commands_{make_train_command(app),      make_generate_command(app), make_demo_command(app),
-                  make_comm_bench_command(app), make_devices_command(app),  make_ops_command(app),
-                  make_env_command(app)} {}
+      : commands_{make_train_command(app),      make_generate_command(app),
+                  make_export_command(app),     make_import_command(app),
+                  make_logits_command(app),     make_demo_command(app),
+                  make_comm_bench_command(app), make_devices_command(app),
+                  make_ops_command(app),        make_env_command(app)} {}
   // Runs the subcommand that was parsed; 2 when none was.
   int run_parsed() const {
     for (const Command& command : commands_)

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <random>
 
 #include "backends/registry.h"
@@ -15,10 +14,8 @@
 #include "core/tensor_host.h"
 #include "launcher/command.h"
 #include "models/llama.h"
-#include "train/checkpoint/checkpoint.h"
-#include "train/config/config.h"
 #include "train/data/tokenizer.h"
-#include "train/trainer.h"
+#include "train/model_loading.h"
 
 namespace h2::launcher {
 namespace {
@@ -44,12 +41,8 @@ int32_t sample(const std::vector<float>& logits, double temperature, std::mt1993
 }
 
 int run_generate(const GenerateOptions& o) {
-  std::string dir = o.checkpoint;
-  if (!std::filesystem::exists(dir + "/trainer.json"))
-    if (auto latest = checkpoint::latest_checkpoint(dir)) dir = *latest;  // a run's folder
-  checkpoint::TrainerState state = checkpoint::read_trainer_state(dir);
-  config::TrainConfig cfg = config::parse_yaml(state.config_yaml, dir + "/trainer.json");
-  const auto& m = cfg.model;
+  const std::string dir = train::resolve_checkpoint_dir(o.checkpoint);
+  const config::ModelConfig m = train::checkpoint_model_config(dir);
   if (m.vocab_size != data::ByteTokenizer::kVocabSize)
     H2_THROW(ConfigError,
              "{}: model.vocab_size is {}; h2 generate supports byte-level models "
@@ -57,14 +50,8 @@ int run_generate(const GenerateOptions& o) {
              dir, m.vocab_size);
   auto runtime = create_runtime();
   Device& device = runtime->device(o.device);
-  models::Llama model(train::llama_config(m), device, {.dtype = DType::f32});
-  std::string weights_file = dir + "/model.safetensors";
-  checkpoint::TensorMap weights = checkpoint::read_safetensors(weights_file);
-  for (auto& p : model.named_parameters()) {
-    auto it = weights.find(p.name);
-    if (it == weights.end()) H2_THROW(ConfigError, "{}: no tensor '{}'", weights_file, p.name);
-    checkpoint::load_into(p.param, it->second, weights_file + ": " + p.name);
-  }
+  train::LoadedModel loaded = train::load_trained_model(dir, device, DType::f32);
+  models::Llama& model = *loaded.model;
 
   data::ByteTokenizer tokenizer;
   std::vector<int32_t> context = tokenizer.encode(o.prompt.empty() ? "\n" : o.prompt);

@@ -18,6 +18,7 @@ packages=(
   libcli11-dev               # command-line parsing
   libspdlog-dev libfmt-dev   # leveled logging and formatting
   python3 python3-venv       # benchmark peers (PyTorch via pip, only in bench/)
+  python3-numpy              # tests/python/hf_reference.py: the NumPy Llama reference
 )
 
 if [[ $(id -u) -ne 0 ]]; then

@@ -1,0 +1,98 @@
+// `h2 import HF_DIR --out CHECKPOINT_DIR [--config-out CONFIG.yaml] [--force]`: turns a Hugging
+// Face LlamaForCausalLM folder (config.json + safetensors, one file or sharded) into an H2
+// checkpoint CHECKPOINT_DIR/step_000000 holding the weights as FP32 masters and no optimizer
+// state, so training starts from them with fresh moments. --config-out writes a training config
+// whose model section matches, pointing checkpoint.dir at CHECKPOINT_DIR with resume on.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "launcher/command.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/hf_format.h"
+#include "train/config/config.h"
+
+namespace h2::launcher {
+namespace {
+namespace fs = std::filesystem;
+
+struct ImportOptions {
+  std::string hf_dir;
+  std::string out;
+  std::string config_out;
+  bool force = false;
+};
+
+// Refuses a non-empty --out without --force; with it, removes the checkpoints already there (the
+// newest would otherwise shadow the imported step_000000).
+void prepare_output_dir(const std::string& out, bool force) {
+  if (fs::exists(out) && !fs::is_directory(out))
+    H2_THROW(ConfigError, "--out '{}' exists and is not a folder", out);
+  if (!fs::exists(out) || fs::is_empty(out)) return;
+  if (!force)
+    H2_THROW(ConfigError,
+             "--out '{}' exists and is not empty (add --force to replace its checkpoints)", out);
+  for (const auto& entry : fs::directory_iterator(out)) {
+    std::string name = entry.path().filename().string();
+    if (entry.is_directory() && (name.starts_with("step_") || name.starts_with(".tmp_step_")))
+      fs::remove_all(entry.path());
+  }
+}
+
+int run_import(const ImportOptions& o) {
+  checkpoint::HfModel hf = checkpoint::read_hf_model(o.hf_dir);
+  if (!o.config_out.empty() && fs::exists(o.config_out) && !o.force)
+    H2_THROW(ConfigError, "--config-out '{}' exists (add --force to overwrite it)", o.config_out);
+  prepare_output_dir(o.out, o.force);
+
+  config::TrainConfig cfg;
+  cfg.model = hf.config.model;
+  cfg.checkpoint.dir = o.out;
+  cfg.checkpoint.resume = true;  // `h2 train` starts from the imported weights
+  const std::string yaml = config::dump_yaml(cfg);
+  std::string written = checkpoint::save_checkpoint(o.out, {0, 0, yaml}, hf.tensors,
+                                                    /*optimizer=*/{}, /*keep_last=*/0);
+  int64_t params = 0;
+  for (const auto& [name, t] : hf.tensors) params += t.shape.numel();
+  fmt::print("imported {} ({} tensors, {} parameters, {}) to {}\n", o.hf_dir, hf.tensors.size(),
+             params, dtype_name(hf.config.dtype), written);
+
+  if (!o.config_out.empty()) {
+    std::ofstream file(o.config_out, std::ios::trunc);
+    file << fmt::format(
+                "# Written by `h2 import {}`: the model section matches that model and training\n"
+                "# resumes from its weights in {} (fresh optimizer state). Set data.path (or\n"
+                "# --set data.path=FILE) and the train section before `h2 train`.\n",
+                o.hf_dir, o.out)
+         << yaml;
+    if (!file.flush()) H2_THROW(Error, "cannot write --config-out '{}'", o.config_out);
+    fmt::print("config: {}\n", o.config_out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command make_import_command(CLI::App& parent) {
+  auto options = std::make_shared<ImportOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "import", "Make an H2 checkpoint from a Hugging Face Llama model folder");
+  app->add_option("hf_dir", options->hf_dir,
+                  "Hugging Face LlamaForCausalLM folder: config.json and model.safetensors (or "
+                  "sharded files with model.safetensors.index.json)")
+      ->required();
+  app->add_option("--out", options->out,
+                  "checkpoint folder to create (the run's checkpoint.dir); the weights go to "
+                  "OUT/step_000000")
+      ->required();
+  app->add_option("--config-out", options->config_out,
+                  "also write a training config (YAML) for this model that resumes from OUT");
+  app->add_flag("--force", options->force,
+                "use a non-empty --out (its step_* checkpoints are removed) and overwrite "
+                "--config-out");
+  return {app, [options] { return run_import(*options); }};
+}
+
+}  // namespace h2::launcher

@@ -1,0 +1,56 @@
+// Loading trained weights into a models::Llama (see model_loading.h).
+#include "train/model_loading.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/hf_format.h"
+#include "train/trainer.h"
+
+namespace h2::train {
+
+std::string resolve_checkpoint_dir(const std::string& checkpoint_or_run_dir) {
+  if (std::filesystem::exists(std::filesystem::path(checkpoint_or_run_dir) / "trainer.json"))
+    return checkpoint_or_run_dir;
+  if (auto latest = checkpoint::latest_checkpoint(checkpoint_or_run_dir)) return *latest;
+  H2_THROW(ConfigError,
+           "'{}' is neither a checkpoint folder (step_NNNNNN with trainer.json) nor a run folder "
+           "holding one",
+           checkpoint_or_run_dir);
+}
+
+config::ModelConfig checkpoint_model_config(const std::string& checkpoint_dir) {
+  checkpoint::TrainerState state = checkpoint::read_trainer_state(checkpoint_dir);
+  return config::parse_yaml(state.config_yaml, checkpoint_dir + "/trainer.json").model;
+}
+
+std::unique_ptr<models::Llama> build_llama(const config::ModelConfig& config,
+                                           const checkpoint::TensorMap& weights,
+                                           const std::string& source, Device& device, DType dtype) {
+  auto model = std::make_unique<models::Llama>(llama_config(config), device,
+                                               models::LlamaOptions{.dtype = dtype});
+  for (auto& p : model->named_parameters()) {
+    auto it = weights.find(p.name);
+    if (it == weights.end()) H2_THROW(ConfigError, "{}: no tensor '{}'", source, p.name);
+    checkpoint::load_into(p.param, it->second, source + ": " + p.name);
+  }
+  return model;
+}
+
+LoadedModel load_trained_model(const std::string& checkpoint_or_run_dir, Device& device,
+                               DType dtype) {
+  std::string dir = resolve_checkpoint_dir(checkpoint_or_run_dir);
+  LoadedModel out{checkpoint_model_config(dir), dir, nullptr};
+  out.model = build_llama(out.config, checkpoint::read_model_tensors(dir), dir, device, dtype);
+  return out;
+}
+
+LoadedModel load_hf_model(const std::string& hf_dir, Device& device, DType dtype) {
+  checkpoint::HfModel hf = checkpoint::read_hf_model(hf_dir);
+  LoadedModel out{hf.config.model, hf_dir, nullptr};
+  out.model = build_llama(out.config, hf.tensors, hf_dir, device, dtype);
+  return out;
+}
+
+}  // namespace h2::train
