@@ -44,6 +44,9 @@ constexpr EnvKnob kKnobs[] = {
     {"H2_JOB_TOKEN", "",
      "per-job secret every store client presents (set by h2run; derived "
      "from the launcher's job id otherwise)"},
+    {"H2_RESTART", "0",
+     "how many times h2run restarted this job; from 1 on, h2 train resumes from the newest "
+     "checkpoint in checkpoint.dir"},
 };
 
 const EnvKnob& find_knob(std::string_view name) {

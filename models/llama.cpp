@@ -97,14 +97,17 @@ LossSum cross_entropy_loss(const Tensor& logits, const Tensor& targets, const Te
 }
 
 float Llama::forward_backward(const Tensor& inputs, const Tensor& targets, int64_t B, int64_t T,
-                              float grad_scale) {
+                              float grad_scale, const std::function<void(size_t unit)>& unit_done) {
   Tensor logits = forward_all(inputs, B, T);
   Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   LossSum l = cross_entropy_loss(logits, targets, dlogits, grad_scale);
   logits = Tensor();
   Tensor grad = dlogits.view({B, T, cfg_.vocab_size});
   std::vector<Unit*> us = units();
-  for (auto it = us.rbegin(); it != us.rend(); ++it) grad = (*it)->backward(grad);
+  for (size_t u = us.size(); u-- > 0;) {
+    grad = us[u]->backward(grad);
+    if (unit_done) unit_done(u);
+  }
   return l.count > 0 ? float(l.sum / double(l.count)) : 0.0f;
 }
 

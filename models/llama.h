@@ -6,6 +6,7 @@
 // zero_grad(). Shapes: ids, targets (B*T) or (B, T) i32/i64; logits (B*T, V).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,9 +48,12 @@ class Llama {
 
   // One micro-batch: inputs, targets (B*T) i32/i64 on the model's device (targets may hold -100
   // = ignored). Returns the mean loss over non-ignored targets and ADDS grad_scale * d(mean
-  // loss)/d(param) into every grad. Frees all activations before returning.
+  // loss)/d(param) into every grad. Frees all activations before returning. When given,
+  // `unit_done(u)` is called as soon as unit u (index into units()) finished its backward, so
+  // its gradients are final for this micro-batch (data parallelism reduces them meanwhile).
   float forward_backward(const Tensor& inputs, const Tensor& targets, int64_t B, int64_t T,
-                         float grad_scale = 1);
+                         float grad_scale = 1,
+                         const std::function<void(size_t unit)>& unit_done = {});
   // Mean loss without gradients (evaluation).
   float loss(const Tensor& inputs, const Tensor& targets, int64_t B, int64_t T);
   // logits (B*T, V) in the compute dtype; keeps no activations.

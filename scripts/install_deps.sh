@@ -15,6 +15,7 @@ packages=(
   libopenmpi-dev openmpi-bin # mpirun submission
   libgtest-dev libgmock-dev  # GoogleTest
   nlohmann-json3-dev         # JSON (metrics, traces, safetensors headers)
+  libxxhash-dev              # XXH3 checksums of checkpoint files
   libcli11-dev               # command-line parsing
   libspdlog-dev libfmt-dev   # leveled logging and formatting
   python3 python3-venv       # benchmark peers (PyTorch via pip, only in bench/)

@@ -5,9 +5,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/tensor_host.h"
+#include "parallel/dp/gradient_reducer.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/data/sampler.h"
 #include "train/optim/adamw.h"
@@ -22,6 +25,34 @@ std::vector<ParamRef> param_refs(models::Llama& model) {
   std::vector<ParamRef> refs;
   for (auto& p : model.named_parameters()) refs.push_back({p.name, p.param, p.grad});
   return refs;
+}
+
+// Each unit's gradients, units in forward order (what the gradient reducer buckets).
+std::vector<std::vector<Tensor>> grads_per_unit(models::Llama& model) {
+  std::vector<std::vector<Tensor>> grads;
+  for (models::Unit* unit : model.units()) {
+    std::vector<models::Param*> params;
+    unit->collect(params);
+    grads.emplace_back();
+    for (models::Param* p : params) grads.back().push_back(p->grad);
+  }
+  return grads;
+}
+
+// Every rank's `values` in rank order, exactly: doubles travel as their bit patterns (i64), so
+// sums formed from them match a single process's, digit for digit.
+std::vector<std::vector<double>> gather_doubles(comm::Communicator& group, Device& host,
+                                                const std::vector<double>& values) {
+  const int64_t n = int64_t(values.size());
+  Tensor mine = Tensor::empty({n}, DType::i64, host);
+  std::memcpy(mine.data(), values.data(), size_t(n) * sizeof(double));
+  Tensor all = Tensor::empty({n * group.size()}, DType::i64, host);
+  group.all_gather(all, mine);
+  std::vector<std::vector<double>> out(size_t(group.size()), std::vector<double>(size_t(n)));
+  for (int r = 0; r < group.size(); ++r)
+    std::memcpy(out[size_t(r)].data(), static_cast<const char*>(all.data()) + r * n * 8,
+                size_t(n) * sizeof(double));
+  return out;
 }
 
 }  // namespace
@@ -50,24 +81,34 @@ struct Trainer::State {
   const config::TrainConfig& config;
   Runtime& runtime;
   Device& device;
-  std::function<void(const std::string&)> print;
+  comm::Communicator* group;  // nullptr: a single process
+  int rank = 0, ranks = 1;
+  std::function<void(const std::string&)> print;  // no-op on ranks other than 0
   data::TokenDataset dataset;
   data::DataSplit split;
   std::unique_ptr<models::Llama> model;
   std::unique_ptr<AdamW> optimizer;
   std::unique_ptr<data::WindowSampler> sampler;
+  std::unique_ptr<parallel::GradientReducer> reducer;  // dp only
   MetricsLog metrics;
   LrSchedule schedule;
   double flops_per_token = 0;
+  // The sampler position (global micro-batches drawn) at the start of step `base_step`.
+  int64_t base_step = 0;
+  uint64_t base_position = 0;
 
-  State(const config::TrainConfig& cfg, Runtime& rt, std::function<void(const std::string&)> out)
+  State(const config::TrainConfig& cfg, Runtime& rt, std::function<void(const std::string&)> out,
+        comm::Communicator* dp_group)
       : config(cfg),
         runtime(rt),
         device(rt.device(cfg.train.device)),
-        print(std::move(out)),
+        group(dp_group),
+        rank(dp_group != nullptr ? dp_group->rank() : 0),
+        ranks(dp_group != nullptr ? dp_group->size() : 1),
+        print(rank == 0 ? std::move(out) : [](const std::string&) {}),
         dataset(data::TokenDataset::load(cfg.data.path, data::parse_data_format(cfg.data.format))),
         split(dataset.split(cfg.data.val_fraction, cfg.model.seq_len)),
-        metrics(cfg.log.metrics_file, cfg.checkpoint.resume) {
+        metrics(rank == 0 ? cfg.log.metrics_file : std::string(), resuming(cfg)) {
     dataset.check_vocab(cfg.model.vocab_size);
     models::LlamaConfig llama = llama_config(cfg.model);
     model = std::make_unique<models::Llama>(
@@ -82,55 +123,75 @@ struct Trainer::State {
                 .warmup_steps = cfg.train.warmup_steps,
                 .total_steps = cfg.train.steps};
     flops_per_token = training_flops_per_token(llama, model->num_parameters());
+    if (group != nullptr)
+      reducer = std::make_unique<parallel::GradientReducer>(
+          *group, grads_per_unit(*model), size_t(cfg.parallel.bucket_mb * (1 << 20)), rt.cpu());
   }
 
-  // Writes DIR/step_NNNNNN after `steps` optimizer steps.
+  // Resume when asked, or when h2run restarted the job after a failure.
+  static bool resuming(const config::TrainConfig& cfg) {
+    return !cfg.checkpoint.dir.empty() &&
+           (cfg.checkpoint.resume || env_int("H2_RESTART", 0, 1L << 30) > 0);
+  }
+
+  // Micro-batches of one optimizer step, over all ranks.
+  int64_t global_micro_batches() const { return config.train.grad_accum * ranks; }
+
+  uint64_t position_at(int64_t step) const {
+    return base_position + uint64_t((step - base_step) * global_micro_batches());
+  }
+
+  // Writes DIR/step_NNNNNN after `steps` optimizer steps: each rank its even share of the rows
+  // of every tensor (collective).
   void save(int64_t steps) {
-    checkpoint::TensorMap model_tensors, optimizer_tensors;
+    checkpoint::RankContents mine;
     const auto& params = optimizer->params();
+    auto own = [&](std::vector<checkpoint::OwnedRows>& out, const std::string& name,
+                   const Tensor& t) {
+      const auto [begin, end] =
+          checkpoint::even_rows(checkpoint::shard_rows(t.shape()), rank, ranks);
+      out.push_back(
+          {name, t.dtype(), t.shape(), begin, end,
+           begin < end ? checkpoint::store_rows(t, begin, end) : checkpoint::StoredTensor{}});
+    };
     for (size_t i = 0; i < params.size(); ++i) {
       const AdamW::State& st = optimizer->state()[i];
-      model_tensors[params[i].name] = checkpoint::store(st.master);
-      optimizer_tensors["m/" + params[i].name] = checkpoint::store(st.m);
-      optimizer_tensors["v/" + params[i].name] = checkpoint::store(st.v);
+      own(mine.model, params[i].name, st.master);
+      own(mine.optimizer, "m/" + params[i].name, st.m);
+      own(mine.optimizer, "v/" + params[i].name, st.v);
     }
-    std::string where = checkpoint::save_checkpoint(
-        config.checkpoint.dir, {steps, sampler->position(), config::dump_yaml(config)},
-        model_tensors, optimizer_tensors, config.checkpoint.keep_last);
+    const checkpoint::TrainerState state{steps, position_at(steps), config::dump_yaml(config),
+                                         ranks};
+    std::string where = checkpoint::save_checkpoint(group, config.checkpoint.dir, state, mine,
+                                                    config.checkpoint.keep_last);
     print(fmt::format("checkpoint: {}", where));
   }
 
-  // Loads the newest checkpoint in checkpoint.dir; returns the steps it had completed (0: none).
+  // Loads the newest checkpoint in checkpoint.dir (written by any number of ranks); returns the
+  // steps it had completed (0: none). A checkpoint without optimizer state (`h2 import`) starts
+  // the moments at zero.
   int64_t resume() {
     auto latest = checkpoint::latest_checkpoint(config.checkpoint.dir);
     if (!latest) return 0;
     checkpoint::TrainerState saved = checkpoint::read_trainer_state(*latest);
-    std::string model_file = *latest + "/model.safetensors";
-    std::string optimizer_file = *latest + "/optimizer.safetensors";
-    checkpoint::TensorMap model_tensors = checkpoint::read_safetensors(model_file);
-    checkpoint::TensorMap optimizer_tensors = checkpoint::read_safetensors(optimizer_file);
+    checkpoint::CheckpointReader reader(*latest);
+    const bool has_moments = !reader.manifest().optimizer.empty();
     const auto& params = optimizer->params();
-    auto find = [](checkpoint::TensorMap& map, const std::string& name,
-                   const std::string& file) -> const checkpoint::StoredTensor& {
-      auto it = map.find(name);
-      if (it == map.end())
-        H2_THROW(ConfigError, "{}: no tensor '{}' (a checkpoint of another model?)", file, name);
-      return it->second;
-    };
     for (size_t i = 0; i < params.size(); ++i) {
       AdamW::State& st = optimizer->state()[i];
       const std::string& name = params[i].name;
-      checkpoint::load_into(st.master, find(model_tensors, name, model_file),
-                            model_file + ": " + name);
-      checkpoint::load_into(st.m, find(optimizer_tensors, "m/" + name, optimizer_file),
-                            optimizer_file);
-      checkpoint::load_into(st.v, find(optimizer_tensors, "v/" + name, optimizer_file),
-                            optimizer_file);
+      const std::string what = fmt::format("{}: {}", *latest, name);
+      checkpoint::load_into(st.master, reader.read(checkpoint::Section::model, name), what);
+      if (!has_moments) continue;
+      checkpoint::load_into(st.m, reader.read(checkpoint::Section::optimizer, "m/" + name), what);
+      checkpoint::load_into(st.v, reader.read(checkpoint::Section::optimizer, "v/" + name), what);
     }
     optimizer->sync_params_from_masters();
     optimizer->restore_steps(saved.step);
-    sampler->seek(saved.sampler_position);
-    print(fmt::format("resumed from {} (step {})", *latest, saved.step));
+    base_step = saved.step;
+    base_position = saved.sampler_position;
+    print(fmt::format("resumed from {} (step {}, written by {} rank{})", *latest, saved.step,
+                      saved.world_size, saved.world_size == 1 ? "" : "s"));
     return saved.step;
   }
 
@@ -139,11 +200,37 @@ struct Trainer::State {
     std::vector<int64_t> wide(ids.begin(), ids.end());
     return tensor_from_ints(wide, {int64_t(ids.size())}, DType::i32, device);
   }
+
+  // One optimizer step's forward and backward over this rank's micro-batches; gradients end up
+  // summed over the group. Returns the step's loss: the mean over all ranks' micro-batches.
+  double forward_backward(int64_t step, std::vector<int32_t>& inputs,
+                          std::vector<int32_t>& targets) {
+    const auto& t = config.train;
+    const int64_t B = t.batch_size, T = config.model.seq_len;
+    const float scale = 1.0f / float(global_micro_batches());
+    double loss = 0;
+    for (int64_t micro = 0; micro < t.grad_accum; ++micro) {
+      sampler->seek(position_at(step) + uint64_t(rank * t.grad_accum + micro));
+      sampler->next(inputs, targets);
+      const bool last = micro + 1 == t.grad_accum;
+      std::function<void(size_t)> unit_done;
+      if (reducer && last) {
+        reducer->begin();
+        unit_done = [this](size_t unit) { reducer->unit_done(unit); };
+      }
+      loss += model->forward_backward(upload(inputs), upload(targets), B, T, scale, unit_done);
+    }
+    if (!reducer) return loss / double(t.grad_accum);
+    reducer->finish();
+    double total = 0;  // rank order, as one process would add its micro-batches
+    for (const auto& sums : gather_doubles(*group, runtime.cpu(), {loss})) total += sums[0];
+    return total / double(global_micro_batches());
+  }
 };
 
 Trainer::Trainer(const config::TrainConfig& config, Runtime& runtime,
-                 std::function<void(const std::string&)> print)
-    : state_(std::make_unique<State>(config, runtime, std::move(print))) {}
+                 std::function<void(const std::string&)> print, comm::Communicator* group)
+    : state_(std::make_unique<State>(config, runtime, std::move(print), group)) {}
 
 Trainer::~Trainer() = default;
 
@@ -157,48 +244,53 @@ double Trainer::evaluate() {
   const int64_t B = s.config.train.batch_size, T = s.config.model.seq_len;
   data::EvalWindows windows(s.split.val, B, T);
   std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
-  double total = 0;
-  int64_t batches = 0;
-  for (; batches < s.config.train.eval_batches; ++batches) {
+  std::vector<double> losses;  // per batch; batch b is computed by rank b % ranks
+  for (int64_t b = 0; b < s.config.train.eval_batches; ++b) {
     int64_t rows = windows.next(inputs, targets);
     if (rows == 0) break;
+    losses.push_back(0);
+    if (b % s.ranks != s.rank) continue;
     inputs.resize(size_t(rows * T));
     targets.resize(size_t(rows * T));
-    total += s.model->loss(s.upload(inputs), s.upload(targets), rows, T);
+    losses.back() = s.model->loss(s.upload(inputs), s.upload(targets), rows, T);
     inputs.resize(size_t(B * T));
     targets.resize(size_t(B * T));
   }
-  return batches > 0 ? total / double(batches) : -1;
+  if (losses.empty()) return -1;
+  if (s.group != nullptr) {
+    const auto all = gather_doubles(*s.group, s.runtime.cpu(), losses);
+    for (size_t b = 0; b < losses.size(); ++b) losses[b] = all[b % size_t(s.ranks)][b];
+  }
+  double total = 0;
+  for (double l : losses) total += l;
+  return total / double(losses.size());
 }
 
 TrainSummary Trainer::run() {
   State& s = *state_;
   const auto& t = s.config.train;
   const int64_t B = t.batch_size, T = s.config.model.seq_len;
-  const double tokens_per_step = double(B * T * t.grad_accum);
-  const double peak = s.device.props().peak(t.dtype);
-  s.print(
-      fmt::format("h2 train: {} parameters on {} ({}), {}; {} steps of {} tokens; data {} "
-                  "({} train / {} val tokens)",
-                  s.model->num_parameters(), s.device.str(), s.device.props().name,
-                  dtype_name(t.dtype), t.steps, int64_t(tokens_per_step), s.dataset.source(),
-                  s.split.train.size(), s.split.val.size()));
+  const double tokens_per_step = double(B * T * s.global_micro_batches());
+  const double peak = s.device.props().peak(t.dtype) * s.ranks;
+  s.print(fmt::format(
+      "h2 train: {} parameters on {} ({}){}, {}; {} steps of {} tokens; data {} ({} train / {} "
+      "val tokens)",
+      s.model->num_parameters(), s.device.str(), s.device.props().name,
+      s.ranks > 1 ? fmt::format(" x {} ranks (data parallel, {} gradient bucket{})", s.ranks,
+                                s.reducer->num_buckets(), s.reducer->num_buckets() == 1 ? "" : "s")
+                  : "",
+      dtype_name(t.dtype), t.steps, int64_t(tokens_per_step), s.dataset.source(),
+      s.split.train.size(), s.split.val.size()));
 
   TrainSummary summary;
   const bool checkpoints = !s.config.checkpoint.dir.empty();
-  const int64_t first_step = checkpoints && s.config.checkpoint.resume ? s.resume() : 0;
+  const int64_t first_step = State::resuming(s.config) ? s.resume() : 0;
   std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
   auto run_start = Clock::now(), interval_start = run_start;
   int64_t interval_steps = 0;
   for (int64_t step = first_step; step < t.steps; ++step) {
     s.optimizer->zero_grad();
-    double loss = 0;
-    for (int64_t micro = 0; micro < t.grad_accum; ++micro) {
-      s.sampler->next(inputs, targets);
-      loss += s.model->forward_backward(s.upload(inputs), s.upload(targets), B, T,
-                                        1.0f / float(t.grad_accum));
-    }
-    loss /= double(t.grad_accum);
+    const double loss = s.forward_backward(step, inputs, targets);
     if (!std::isfinite(loss))
       H2_THROW(Error, "step {}: loss is {} (diverged); lower train.lr or raise warmup_steps",
                step + 1, loss);
@@ -230,7 +322,7 @@ TrainSummary Trainer::run() {
       double elapsed = std::chrono::duration<double>(now - run_start).count();
       double eta = elapsed / double(step + 1 - first_step) * double(t.steps - step - 1);
       s.print(progress_line(m, eta));
-      s.metrics.write_step(m);
+      if (s.rank == 0) s.metrics.write_step(m);
       interval_start = Clock::now();  // evaluation time is not training time
       interval_steps = 0;
     }
@@ -248,9 +340,10 @@ TrainSummary Trainer::run() {
                          {"final_loss", summary.final_loss},
                          {"tokens_per_s", summary.tokens_per_s},
                          {"peak_mem_bytes", summary.peak_mem_bytes},
+                         {"ranks", s.ranks},
                          {"seconds", total}};
   if (summary.final_eval_loss >= 0) done["final_eval_loss"] = summary.final_eval_loss;
-  s.metrics.write_done(done);
+  if (s.rank == 0) s.metrics.write_done(done);
   return summary;
 }
 

@@ -13,7 +13,7 @@ cd "$work"
   --set log.every=10 --set checkpoint.dir=ckpt --set log.metrics_file=metrics.jsonl >train.log
 grep -q '"event":"done"' metrics.jsonl || { echo "no done line in metrics.jsonl"; exit 1; }
 [[ $(grep -c '"step"' metrics.jsonl) -ge 2 ]] || { echo "expected 2 step lines"; exit 1; }
-[[ -f ckpt/step_000020/model.safetensors ]] || { echo "no checkpoint written"; exit 1; }
+[[ -f ckpt/step_000020/manifest.json ]] || { echo "no checkpoint written"; exit 1; }
 
 sample=$("$h2" generate ckpt --prompt "The " --tokens 40 --seed 3)
 [[ ${#sample} -ge 40 ]] || { echo "generate printed too little: '$sample'"; exit 1; }

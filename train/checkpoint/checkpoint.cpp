@@ -1,32 +1,103 @@
-// Checkpoint folders (see checkpoint.h).
+// Checkpoint folders: the collective, atomic write and the verifying reader (see checkpoint.h).
 #include "train/checkpoint/checkpoint.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <vector>
 
 #include "core/error.h"
+#include "train/checkpoint/durable_io.h"
 
 namespace h2::checkpoint {
 namespace fs = std::filesystem;
 namespace {
+
+constexpr const char* kManifest = "manifest.json";
+constexpr const char* kTrainerState = "trainer.json";
+
+std::string rank_file(int rank) {
+  return fmt::format("rank_{:05}.safetensors", rank);
+}
+std::string rank_sidecar(int rank) {
+  return fmt::format("rank_{:05}.json", rank);
+}
+std::string piece_key(Section section, const std::string& name) {
+  return fmt::format("{}/{}", section_name(section), name);
+}
+
+void barrier(comm::Communicator* group) {
+  if (group != nullptr) group->barrier();
+}
 
 std::vector<fs::path> checkpoints_in(const std::string& dir) {
   std::vector<fs::path> found;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
     std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.starts_with("step_") &&
-        fs::exists(entry.path() / "trainer.json"))
+    if (entry.is_directory() && name.starts_with("step_") && fs::exists(entry.path() / kManifest))
       found.push_back(entry.path());
   }
   std::sort(found.begin(), found.end());  // step_NNNNNN sorts by step
   return found;
+}
+
+void write_text_durably(const fs::path& path, const std::string& text) {
+  write_file_durably(path.string(), [&](ByteSink& sink) { sink(text.data(), text.size()); });
+}
+
+// What one rank wrote: its file's size and checksum and the pieces in it, for rank 0 to merge.
+nlohmann::json sidecar(const std::string& file, uint64_t bytes, uint64_t sum,
+                       const RankContents& mine) {
+  nlohmann::json pieces = nlohmann::json::array();
+  for (Section s : {Section::model, Section::optimizer})
+    for (const OwnedRows& o : s == Section::model ? mine.model : mine.optimizer)
+      pieces.push_back(
+          {{"section", section_name(s)},
+           {"name", o.name},
+           {"dtype", dtype_name(o.dtype)},
+           {"shape", std::vector<int64_t>(o.global_shape.begin(), o.global_shape.end())},
+           {"rows", {o.row_begin, o.row_end}}});
+  return {{"file", file}, {"bytes", bytes}, {"xxh3_64", checksum_hex(sum)}, {"pieces", pieces}};
+}
+
+// Rank 0: the manifest from every rank's sidecar (pieces sorted by row, empty ones dropped).
+Manifest merge_sidecars(const fs::path& tmp, int ranks, int64_t step) {
+  Manifest m;
+  m.step = step;
+  m.world_size = ranks;
+  for (int r = 0; r < ranks; ++r) {
+    const fs::path path = tmp / rank_sidecar(r);
+    const nlohmann::json j = nlohmann::json::parse(read_file(path.string()));
+    const std::string file = j.at("file");
+    m.files[file] = {j.at("bytes").get<uint64_t>(),
+                     std::stoull(j.at("xxh3_64").get<std::string>(), nullptr, 16)};
+    for (const auto& p : j.at("pieces")) {
+      const Section s = p.at("section") == "model" ? Section::model : Section::optimizer;
+      const std::string name = p.at("name");
+      TensorEntry& t = m.tensors(s)[name];
+      t.dtype = parse_dtype(p.at("dtype").get<std::string>());
+      const auto dims = p.at("shape").get<std::vector<int64_t>>();
+      t.shape = Shape(std::span<const int64_t>(dims));
+      auto rows = p.at("rows").get<std::vector<int64_t>>();
+      if (rows[1] > rows[0]) t.pieces.push_back({file, piece_key(s, name), rows[0], rows[1]});
+    }
+  }
+  for (Section s : {Section::model, Section::optimizer})
+    for (auto& [name, t] : m.tensors(s))
+      std::sort(t.pieces.begin(), t.pieces.end(),
+                [](const Piece& a, const Piece& b) { return a.row_begin < b.row_begin; });
+  return m;
+}
+
+std::string trainer_json(const TrainerState& state) {
+  return nlohmann::json{{"step", state.step},
+                        {"sampler_position", state.sampler_position},
+                        {"world_size", state.world_size},
+                        {"config_yaml", state.config_yaml}}
+             .dump(2) +
+         "\n";
 }
 
 }  // namespace
@@ -37,6 +108,11 @@ StoredTensor store(const Tensor& tensor) {
   dense.device().copy_bytes(s.bytes.data(), false, dense.data(), true, s.bytes.size(),
                             dense.device().default_stream());
   return s;
+}
+
+StoredTensor store_rows(const Tensor& tensor, int64_t begin, int64_t end) {
+  if (tensor.rank() == 0) return store(tensor);
+  return store(tensor.slice(0, begin, end));
 }
 
 void load_into(Tensor& tensor, const StoredTensor& stored, const std::string& what) {
@@ -50,31 +126,55 @@ void load_into(Tensor& tensor, const StoredTensor& stored, const std::string& wh
   tensor.copy_from(staged);
 }
 
+std::string save_checkpoint(comm::Communicator* group, const std::string& dir,
+                            const TrainerState& state, const RankContents& mine,
+                            int64_t keep_last) {
+  const int rank = group != nullptr ? group->rank() : 0;
+  const int ranks = group != nullptr ? group->size() : 1;
+  const fs::path final_dir = fs::path(dir) / fmt::format("step_{:06}", state.step);
+  const fs::path tmp = fs::path(dir) / fmt::format(".tmp_step_{:06}", state.step);
+  if (rank == 0) {
+    fs::create_directories(dir);
+    fs::remove_all(tmp);  // left by a crash mid-write
+    fs::create_directories(tmp);
+  }
+  barrier(group);
+
+  TensorMap tensors;
+  for (Section s : {Section::model, Section::optimizer})
+    for (const OwnedRows& o : s == Section::model ? mine.model : mine.optimizer)
+      if (o.row_end > o.row_begin) tensors[piece_key(s, o.name)] = o.local;
+  const std::string file = rank_file(rank);
+  const uint64_t sum = write_safetensors((tmp / file).string(), tensors);
+  write_text_durably(tmp / rank_sidecar(rank),
+                     sidecar(file, fs::file_size(tmp / file), sum, mine).dump());
+  barrier(group);
+
+  if (rank == 0) {
+    const Manifest manifest = merge_sidecars(tmp, ranks, state.step);
+    for (int r = 0; r < ranks; ++r) fs::remove(tmp / rank_sidecar(r));
+    write_text_durably(tmp / kTrainerState, trainer_json(state));
+    write_text_durably(tmp / kManifest, manifest_to_json(manifest));  // the folder is complete
+    fs::remove_all(final_dir);  // a checkpoint of the same step from an interrupted run
+    fs::rename(tmp, final_dir);
+    sync_directory(dir);
+    if (keep_last > 0) {
+      auto all = checkpoints_in(dir);
+      for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) fs::remove_all(all[i]);
+    }
+  }
+  barrier(group);
+  return final_dir.string();
+}
+
 std::string save_checkpoint(const std::string& dir, const TrainerState& state,
                             const TensorMap& model, const TensorMap& optimizer, int64_t keep_last) {
-  fs::create_directories(dir);
-  fs::path final_dir = fs::path(dir) / fmt::format("step_{:06}", state.step);
-  fs::path tmp = fs::path(dir) / fmt::format(".tmp_step_{:06}", state.step);
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  write_safetensors((tmp / "model.safetensors").string(), model);
-  write_safetensors((tmp / "optimizer.safetensors").string(), optimizer);
-  {
-    std::ofstream out(tmp / "trainer.json");
-    out << nlohmann::json{{"step", state.step},
-                          {"sampler_position", state.sampler_position},
-                          {"config_yaml", state.config_yaml}}
-               .dump(2)
-        << '\n';
-    if (!out) H2_THROW(Error, "writing {} failed (disk full?)", (tmp / "trainer.json").string());
-  }
-  fs::remove_all(final_dir);
-  fs::rename(tmp, final_dir);
-  if (keep_last > 0) {
-    auto all = checkpoints_in(dir);
-    for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) fs::remove_all(all[i]);
-  }
-  return final_dir.string();
+  RankContents mine;
+  for (Section s : {Section::model, Section::optimizer})
+    for (const auto& [name, t] : s == Section::model ? model : optimizer)
+      (s == Section::model ? mine.model : mine.optimizer)
+          .push_back({name, t.dtype, t.shape, 0, shard_rows(t.shape), t});
+  return save_checkpoint(nullptr, dir, state, mine, keep_last);
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
@@ -84,20 +184,90 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
 }
 
 TrainerState read_trainer_state(const std::string& checkpoint_dir) {
-  std::string path = (fs::path(checkpoint_dir) / "trainer.json").string();
-  std::ifstream in(path);
-  if (!in) H2_THROW(ConfigError, "cannot open '{}': not an h2 checkpoint folder", path);
+  const std::string path = (fs::path(checkpoint_dir) / kTrainerState).string();
+  if (!fs::exists(path))
+    H2_THROW(ConfigError, "cannot open '{}': not an h2 checkpoint folder", path);
   try {
-    nlohmann::json j = nlohmann::json::parse(in);
+    nlohmann::json j = nlohmann::json::parse(read_file(path));
     return {j.at("step").get<int64_t>(), j.at("sampler_position").get<uint64_t>(),
-            j.at("config_yaml").get<std::string>()};
+            j.at("config_yaml").get<std::string>(), j.value("world_size", 1)};
   } catch (const nlohmann::json::exception& e) {
     H2_THROW(ConfigError, "{}: malformed trainer state: {}", path, e.what());
   }
 }
 
+CheckpointReader::CheckpointReader(std::string checkpoint_dir) : dir_(std::move(checkpoint_dir)) {
+  const std::string path = (fs::path(dir_) / kManifest).string();
+  if (!fs::exists(path))
+    H2_THROW(ConfigError, "'{}' has no {}: not a complete h2 checkpoint folder", dir_, kManifest);
+  manifest_ = manifest_from_json(read_file(path), path);
+}
+
+bool CheckpointReader::has(Section section, const std::string& name) const {
+  return manifest_.tensors(section).contains(name);
+}
+
+const TensorMap& CheckpointReader::file(const std::string& name) {
+  if (auto it = files_.find(name); it != files_.end()) return it->second;
+  const std::string path = (fs::path(dir_) / name).string();
+  const std::string bytes = read_file(path);
+  const FileEntry& want = manifest_.files.at(name);
+  const uint64_t got = checksum(std::as_bytes(std::span(bytes)));
+  if (bytes.size() != want.bytes || got != want.checksum)
+    H2_THROW(ConfigError,
+             "{}: corrupted ({} bytes, checksum {}; the manifest says {} bytes, checksum {}). "
+             "Remove the folder {} to resume from the checkpoint before it",
+             path, bytes.size(), checksum_hex(got), want.bytes, checksum_hex(want.checksum), dir_);
+  return files_.emplace(name, decode_safetensors(std::as_bytes(std::span(bytes)), path))
+      .first->second;
+}
+
+StoredTensor CheckpointReader::read(Section section, const std::string& name, int64_t begin,
+                                    int64_t end) {
+  const auto& tensors = manifest_.tensors(section);
+  auto it = tensors.find(name);
+  if (it == tensors.end())
+    H2_THROW(ConfigError, "{}: no {} tensor '{}' (a checkpoint of another model?)", dir_,
+             section_name(section), name);
+  const TensorEntry& entry = it->second;
+  const int64_t rows = shard_rows(entry.shape);
+  if (end < 0) end = rows;
+  H2_CHECK(0 <= begin && begin <= end && end <= rows, "rows [{}, {}) of '{}' ({} rows)", begin, end,
+           name, rows);
+  StoredTensor out;
+  out.dtype = entry.dtype;
+  out.shape = entry.shape;
+  if (entry.shape.rank() > 0) out.shape[0] = end - begin;
+  const size_t row_bytes = size_t(dtype_storage_bytes(entry.dtype, entry.shape.numel())) /
+                           size_t(std::max<int64_t>(rows, 1));
+  out.bytes.resize(size_t(end - begin) * row_bytes);
+  for (const Piece& piece : entry.pieces) {
+    const int64_t lo = std::max(begin, piece.row_begin), hi = std::min(end, piece.row_end);
+    if (lo >= hi) continue;
+    const TensorMap& stored = file(piece.file);
+    auto found = stored.find(piece.key);
+    const std::string where = fmt::format("{}/{}", dir_, piece.file);
+    if (found == stored.end())
+      H2_THROW(ConfigError, "{}: no tensor '{}' although the manifest lists it", where, piece.key);
+    const StoredTensor& part = found->second;
+    Shape want = entry.shape;
+    if (want.rank() > 0) want[0] = piece.row_end - piece.row_begin;
+    if (part.dtype != entry.dtype || !(part.shape == want))
+      H2_THROW(ConfigError, "{}: '{}' is {} {}; the manifest says {} {}", where, piece.key,
+               dtype_name(part.dtype), part.shape.str(), dtype_name(entry.dtype), want.str());
+    std::copy_n(part.bytes.begin() + (lo - piece.row_begin) * int64_t(row_bytes),
+                (hi - lo) * int64_t(row_bytes),
+                out.bytes.begin() + (lo - begin) * int64_t(row_bytes));
+  }
+  return out;
+}
+
 TensorMap read_model_tensors(const std::string& checkpoint_dir) {
-  return read_safetensors((fs::path(checkpoint_dir) / "model.safetensors").string());
+  CheckpointReader reader(checkpoint_dir);
+  TensorMap tensors;
+  for (const auto& [name, entry] : reader.manifest().model)
+    tensors[name] = reader.read(Section::model, name);
+  return tensors;
 }
 
 }  // namespace h2::checkpoint

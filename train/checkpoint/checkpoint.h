@@ -1,37 +1,88 @@
-// Training checkpoints: DIR/step_NNNNNN/ holds model.safetensors (FP32 master weights under their
-// Hugging Face names, readable by other tools), optimizer.safetensors (AdamW moments "m/NAME",
-// "v/NAME") and trainer.json (step, sampler position, the effective config). A checkpoint is
-// written to a temporary folder and renamed into place, so a crash never leaves a partial one;
-// the oldest are removed beyond keep_last.
+// Training checkpoints: DIR/step_NNNNNN/ holds one safetensors file per writing rank
+// (rank_RRRRR.safetensors, the rows of each tensor that rank owns, under "model/NAME" and
+// "optimizer/NAME"), manifest.json (every global tensor, how it is split, each file's checksum;
+// see manifest.h) and trainer.json (step, data position, seed, the effective config).
+//
+// Writing is collective over the ranks that train (a shared filesystem is assumed) and atomic:
+// every rank writes into DIR/.tmp_step_NNNNNN/ and flushes its file to the disk; rank 0 then
+// writes trainer.json and, last, the manifest, flushes them and renames the folder into place. A
+// crash at any point leaves the previous checkpoint as the newest complete one. keep_last prunes
+// the oldest. Reading verifies each file's checksum before using it and assembles whole tensors
+// (or any rows) whatever the number of ranks that wrote them.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "comm/communicator.h"
 #include "core/tensor.h"
+#include "train/checkpoint/manifest.h"
 #include "train/checkpoint/safetensors.h"
 
 namespace h2::checkpoint {
 
 struct TrainerState {
   int64_t step = 0;               // optimizer steps completed
-  uint64_t sampler_position = 0;  // batches the training sampler has drawn
+  uint64_t sampler_position = 0;  // micro-batches the training sampler has drawn (all ranks)
   std::string config_yaml;        // the effective config (dump_yaml)
+  int world_size = 1;             // ranks of the run that wrote it
+};
+
+// This rank's part of a global tensor: rows [row_begin, row_end) of dim 0 (of shard_rows), in
+// `local` (an empty range when it owns none).
+struct OwnedRows {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape global_shape;
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  StoredTensor local;
+};
+
+struct RankContents {
+  std::vector<OwnedRows> model, optimizer;
 };
 
 // A tensor's elements (any device, any strides) as stored bytes.
 StoredTensor store(const Tensor& tensor);
+// Rows [begin, end) of `tensor` (dim 0), as stored bytes.
+StoredTensor store_rows(const Tensor& tensor, int64_t begin, int64_t end);
 // Copies `stored` into `tensor` (same shape; dtype converted on tensor's device when they differ).
 // Errors name `what` (the checkpoint file) and the tensor.
 void load_into(Tensor& tensor, const StoredTensor& stored, const std::string& what);
 
-// Returns the folder written.
+// Collective over `group` (every rank calls it; nullptr: a single process). Returns the folder.
+std::string save_checkpoint(comm::Communicator* group, const std::string& dir,
+                            const TrainerState& state, const RankContents& mine, int64_t keep_last);
+// A single process writing whole tensors (tools such as `h2 import`).
 std::string save_checkpoint(const std::string& dir, const TrainerState& state,
                             const TensorMap& model, const TensorMap& optimizer, int64_t keep_last);
+
 // The newest complete checkpoint folder in `dir`, if any.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
 TrainerState read_trainer_state(const std::string& checkpoint_dir);
+
+// Reads a checkpoint folder: tensors by name, whole or by rows, each file verified against the
+// manifest's checksum when first read (ConfigError naming the file when it does not match).
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(std::string checkpoint_dir);
+  const Manifest& manifest() const { return manifest_; }
+  const std::string& dir() const { return dir_; }
+  bool has(Section section, const std::string& name) const;
+  // Rows [begin, end) of dim 0; the whole tensor by default.
+  StoredTensor read(Section section, const std::string& name, int64_t begin = 0, int64_t end = -1);
+
+ private:
+  const TensorMap& file(const std::string& name);
+  std::string dir_;
+  Manifest manifest_;
+  std::map<std::string, TensorMap> files_;  // verified and decoded, by file name
+};
+
 // The model's FP32 master weights in a checkpoint folder, as whole tensors under their Hugging
 // Face names (however the writing ranks split them). ConfigError names a missing or bad file.
 TensorMap read_model_tensors(const std::string& checkpoint_dir);

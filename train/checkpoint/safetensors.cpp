@@ -4,12 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <bit>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
+#include "train/checkpoint/durable_io.h"
 
 namespace h2::checkpoint {
 namespace {
@@ -48,7 +46,7 @@ DType h2_dtype(const std::string& name, const std::string& path) {
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const TensorMap& tensors) {
+uint64_t write_safetensors(const std::string& path, const TensorMap& tensors) {
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;
   for (const auto& [name, t] : tensors) {
@@ -62,57 +60,54 @@ void write_safetensors(const std::string& path, const TensorMap& tensors) {
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data to 8 bytes
-  uint64_t length = text.size();
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) H2_THROW(Error, "cannot write '{}'", tmp);
-    out.write(reinterpret_cast<const char*>(&length), 8);
-    out.write(text.data(), std::streamsize(text.size()));
-    for (const auto& [name, t] : tensors)
-      out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-    out.flush();
-    if (!out) H2_THROW(Error, "writing '{}' failed (disk full?)", tmp);
-  }
-  std::filesystem::rename(tmp, path);
+  const uint64_t length = text.size();
+  return write_file_durably(path, [&](ByteSink& sink) {
+    sink(&length, 8);
+    sink(text.data(), text.size());
+    for (const auto& [name, t] : tensors) sink(t.bytes.data(), t.bytes.size());
+  });
 }
 
-TensorMap read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) H2_THROW(ConfigError, "cannot open checkpoint file '{}'", path);
+TensorMap decode_safetensors(std::span<const std::byte> file, const std::string& what) {
   uint64_t length = 0;
-  in.read(reinterpret_cast<char*>(&length), 8);
-  auto file_size = std::filesystem::file_size(path);
-  if (!in || length > file_size - 8)
-    H2_THROW(ConfigError, "{}: not a safetensors file (header length {})", path, length);
-  std::string text(length, '\0');
-  in.read(text.data(), std::streamsize(length));
+  if (file.size() >= 8) std::memcpy(&length, file.data(), 8);
+  if (file.size() < 8 || length > file.size() - 8)
+    H2_THROW(ConfigError, "{}: not a safetensors file (header length {}, file {} bytes)", what,
+             length, file.size());
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(text);
+    header = nlohmann::json::parse(reinterpret_cast<const char*>(file.data()) + 8,
+                                   reinterpret_cast<const char*>(file.data()) + 8 + length);
   } catch (const nlohmann::json::exception& e) {
-    H2_THROW(ConfigError, "{}: safetensors header is not JSON: {}", path, e.what());
+    H2_THROW(ConfigError, "{}: safetensors header is not JSON: {}", what, e.what());
   }
-  const uint64_t data_start = 8 + length, data_size = file_size - data_start;
+  const std::span<const std::byte> data = file.subspan(8 + length);
   TensorMap tensors;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     StoredTensor t;
-    t.dtype = h2_dtype(entry.at("dtype").get<std::string>(), path);
-    for (int64_t d : entry.at("shape").get<std::vector<int64_t>>()) t.shape.push_back(d);
-    auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-    uint64_t want = uint64_t(dtype_storage_bytes(t.dtype, t.shape.numel()));
-    if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data_size ||
-        offsets[1] - offsets[0] != want)
-      H2_THROW(ConfigError, "{}: tensor '{}' has bad data_offsets for {} {}", path, name,
-               dtype_name(t.dtype), t.shape.str());
-    t.bytes.resize(want);
-    in.seekg(std::streamoff(data_start + offsets[0]));
-    in.read(reinterpret_cast<char*>(t.bytes.data()), std::streamsize(want));
-    if (!in) H2_THROW(ConfigError, "{}: truncated data for '{}'", path, name);
+    try {
+      t.dtype = h2_dtype(entry.at("dtype").get<std::string>(), what);
+      for (int64_t d : entry.at("shape").get<std::vector<int64_t>>()) t.shape.push_back(d);
+      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      const uint64_t want = uint64_t(dtype_storage_bytes(t.dtype, t.shape.numel()));
+      if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data.size() ||
+          offsets[1] - offsets[0] != want)
+        H2_THROW(ConfigError, "{}: tensor '{}' has bad data_offsets for {} {}", what, name,
+                 dtype_name(t.dtype), t.shape.str());
+      const auto bytes = data.subspan(offsets[0], want);
+      t.bytes.assign(bytes.begin(), bytes.end());
+    } catch (const nlohmann::json::exception& e) {
+      H2_THROW(ConfigError, "{}: tensor '{}' has a malformed entry: {}", what, name, e.what());
+    }
     tensors.emplace(name, std::move(t));
   }
   return tensors;
+}
+
+TensorMap read_safetensors(const std::string& path) {
+  const std::string file = read_file(path);
+  return decode_safetensors(std::as_bytes(std::span(file)), path);
 }
 
 }  // namespace h2::checkpoint

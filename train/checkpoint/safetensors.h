@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,9 +23,11 @@ struct StoredTensor {
 
 using TensorMap = std::map<std::string, StoredTensor>;
 
-// Writes to `path` + ".tmp" then renames, so a crash never leaves a half-written file.
-void write_safetensors(const std::string& path, const TensorMap& tensors);
-// ConfigError naming the file and the problem for anything malformed.
+// Writes `path` durably (durable_io.h: a crash leaves the old file or the whole new one) and
+// returns the XXH3-64 checksum of its bytes.
+uint64_t write_safetensors(const std::string& path, const TensorMap& tensors);
+// ConfigError naming `what` (the file) and the problem for anything malformed.
+TensorMap decode_safetensors(std::span<const std::byte> file, const std::string& what);
 TensorMap read_safetensors(const std::string& path);
 
 }  // namespace h2::checkpoint

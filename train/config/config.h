@@ -1,7 +1,8 @@
 // The training configuration: plain structs with defaults, one section per YAML map (model, train,
-// data, log, checkpoint; names are the contract of shared/design/CLI.md), and the functions that
-// load, override, validate, document and dump it. Every key is described once, in the key table
-// (keys.h); loading, `--set`, the help text and the YAML dump are all derived from it.
+// data, log, parallel, checkpoint; names are the contract of shared/design/CLI.md), and the
+// functions that load, override, validate, document and dump it. Every key is described once, in
+// the key table (keys.h); loading, `--set`, the help text and the YAML dump are all derived from
+// it.
 //
 // Errors are h2::ConfigError, raised before any work, naming the key, the value and where the value
 // came from: "FILE:LINE" for YAML, "--set" for overrides, "default" otherwise.
@@ -68,6 +69,15 @@ struct LogConfig {
   bool operator==(const LogConfig&) const = default;
 };
 
+// How the ranks of a job share the work (shared/design/CLI.md: single, dp, pipeline).
+struct ParallelConfig {
+  // single: one process; dp: data parallel over every rank of the job (replicated model,
+  // gradients all-reduced in buckets while backward runs).
+  std::string mode = "single";
+  double bucket_mb = 25;  // gradient all-reduce bucket size in MiB (dp)
+  bool operator==(const ParallelConfig&) const = default;
+};
+
 struct CheckpointConfig {
   std::string dir;        // empty: no checkpoints
   int64_t every = 0;      // steps between checkpoints; 0: only at the end (when dir is set)
@@ -81,6 +91,7 @@ struct TrainConfig {
   TrainOptions train;
   DataConfig data;
   LogConfig log;
+  ParallelConfig parallel;
   CheckpointConfig checkpoint;
   // Where each key's value came from ("FILE:LINE", "--set"); keys absent here are defaults. Not
   // part of equality.
@@ -88,7 +99,7 @@ struct TrainConfig {
 
   bool operator==(const TrainConfig& o) const {
     return model == o.model && train == o.train && data == o.data && log == o.log &&
-           checkpoint == o.checkpoint;
+           parallel == o.parallel && checkpoint == o.checkpoint;
   }
   // "FILE:LINE", "--set" or "default".
   std::string origin_of(std::string_view key) const;

@@ -25,6 +25,7 @@ using MC = ModelConfig;
 using TO = TrainOptions;
 using DC = DataConfig;
 using LC = LogConfig;
+using PC = ParallelConfig;
 using CC = CheckpointConfig;
 using KT = KeyType;
 
@@ -103,6 +104,16 @@ const KeyInfo kKeys[] = {
      "JSON-lines metrics file; empty: none"},
     {"log.trace_file", KT::string, &field<&TC::log, &LC::trace_file>,
      "Chrome trace file; empty: none"},
+
+    {"parallel.mode",
+     KT::string,
+     &field<&TC::parallel, &PC::mode>,
+     "single: one process; dp: data parallel over every rank the launcher started (h2run, "
+     "mpirun, srun)",
+     {},
+     "single|dp"},
+    {"parallel.bucket_mb", KT::number, &field<&TC::parallel, &PC::bucket_mb>,
+     "dp: MiB of gradients all-reduced together while backward continues", above(0)},
 
     {"checkpoint.dir", KT::string, &field<&TC::checkpoint, &CC::dir>,
      "checkpoint directory; empty: no checkpoints"},

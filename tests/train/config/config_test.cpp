@@ -52,6 +52,9 @@ log:
   every: 5
   metrics_file: out/metrics.jsonl
   trace_file: out/trace.json
+parallel:
+  mode: dp
+  bucket_mb: 4.5
 checkpoint:
   dir: out/ckpt
   every: 100
@@ -94,6 +97,8 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.log.every, 5);
   EXPECT_EQ(c.log.metrics_file, "out/metrics.jsonl");
   EXPECT_EQ(c.log.trace_file, "out/trace.json");
+  EXPECT_EQ(c.parallel.mode, "dp");
+  EXPECT_DOUBLE_EQ(c.parallel.bucket_mb, 4.5);
   EXPECT_EQ(c.checkpoint.dir, "out/ckpt");
   EXPECT_EQ(c.checkpoint.every, 100);
   EXPECT_EQ(c.checkpoint.keep_last, 2);

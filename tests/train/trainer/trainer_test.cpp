@@ -69,7 +69,7 @@ TEST(Trainer, ResumedRunEqualsUninterruptedRun) {
   cfg.checkpoint.keep_last = 0;
   TrainRun checkpointed = train_once(cfg);
   EXPECT_EQ(checkpointed.params, uninterrupted.params) << "checkpointing changed the run";
-  ASSERT_TRUE(std::filesystem::exists(dir / "step_000030" / "model.safetensors"));
+  ASSERT_TRUE(std::filesystem::exists(dir / "step_000030" / "manifest.json"));
   std::filesystem::remove_all(dir / "step_000060");  // as if the run had died after step 30
 
   cfg.checkpoint.resume = true;

@@ -1,0 +1,194 @@
+// Checkpoint folders without a model: the manifest round trip and its checks, even row shares,
+// reading any rows of a tensor split over several writers (resharding), corruption detection
+// naming the file, and crash safety: a writer killed at random moments (SIGKILL) never leaves
+// anything but complete checkpoints behind.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/durable_io.h"
+
+namespace h2::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A (rows, cols) f32 tensor whose element (r, c) is r * 1000 + c + offset.
+StoredTensor numbered(int64_t rows, int64_t cols, float offset = 0) {
+  StoredTensor t{DType::f32, Shape{rows, cols}, {}};
+  t.bytes.resize(size_t(rows * cols) * 4);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float v = float(r * 1000 + c) + offset;
+      std::memcpy(t.bytes.data() + (r * cols + c) * 4, &v, 4);
+    }
+  return t;
+}
+
+StoredTensor rows_of(const StoredTensor& t, int64_t begin, int64_t end) {
+  const size_t row = t.bytes.size() / size_t(t.shape[0]);
+  StoredTensor out{t.dtype, t.shape, {}};
+  out.shape[0] = end - begin;
+  out.bytes.assign(t.bytes.begin() + begin * int64_t(row), t.bytes.begin() + end * int64_t(row));
+  return out;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+TEST(EvenRows, SplitsEveryRowOnceLowerRanksFirst) {
+  for (int64_t rows : {0, 1, 2, 7, 10})
+    for (int ranks : {1, 2, 3, 4}) {
+      int64_t next = 0;
+      for (int r = 0; r < ranks; ++r) {
+        auto [b, e] = even_rows(rows, r, ranks);
+        EXPECT_EQ(b, next) << rows << " rows, rank " << r << " of " << ranks;
+        EXPECT_GE(e - b, rows / ranks);
+        EXPECT_LE(e - b, rows / ranks + 1);
+        next = e;
+      }
+      EXPECT_EQ(next, rows);
+    }
+}
+
+TEST(Manifest, RoundTripsAndRejectsGapsAndUnknownFiles) {
+  Manifest m;
+  m.step = 12;
+  m.world_size = 2;
+  m.files["a.safetensors"] = {100, 0x0123456789abcdefULL};
+  m.files["b.safetensors"] = {200, 42};
+  m.model["w"] = {DType::f32,
+                  Shape{5, 3},
+                  {{"a.safetensors", "model/w", 0, 2}, {"b.safetensors", "model/w", 2, 5}}};
+  m.optimizer["m/w"] = {DType::f32, Shape{5, 3}, {{"a.safetensors", "optimizer/m/w", 0, 5}}};
+  EXPECT_EQ(manifest_from_json(manifest_to_json(m), "x"), m);
+
+  Manifest gap = m;
+  gap.model["w"].pieces[1].row_begin = 3;
+  EXPECT_THROW(manifest_from_json(manifest_to_json(gap), "x"), ConfigError);
+  Manifest short_cover = m;
+  short_cover.model["w"].pieces[1].row_end = 4;
+  EXPECT_THROW(manifest_from_json(manifest_to_json(short_cover), "x"), ConfigError);
+  Manifest unlisted = m;
+  unlisted.files.erase("b.safetensors");
+  try {
+    manifest_from_json(manifest_to_json(unlisted), "dir/manifest.json");
+    FAIL() << "a piece in an unlisted file was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("b.safetensors"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, WholeTensorsRoundTripAndOnlyCompleteFoldersCount) {
+  fs::path dir = fresh_dir("h2_checkpoint_roundtrip");
+  TensorMap model{{"w", numbered(6, 4)}, {"norm", numbered(1, 4, 0.5f)}};
+  TensorMap optimizer{{"m/w", numbered(6, 4, 7)}};
+  const std::string written =
+      save_checkpoint(dir.string(), {3, 9, "model: {}\n", 1}, model, optimizer, 0);
+  EXPECT_EQ(written, (dir / "step_000003").string());
+  // A crash mid-write leaves a temporary folder, a folder without a manifest is incomplete.
+  fs::create_directories(dir / ".tmp_step_000004");
+  fs::create_directories(dir / "step_000005");
+  EXPECT_EQ(latest_checkpoint(dir.string()), written);
+
+  EXPECT_EQ(read_model_tensors(written).at("w").bytes, model.at("w").bytes);
+  CheckpointReader reader(written);
+  EXPECT_EQ(reader.read(Section::optimizer, "m/w").bytes, optimizer.at("m/w").bytes);
+  EXPECT_EQ(reader.read(Section::model, "w", 2, 5).bytes, rows_of(model.at("w"), 2, 5).bytes);
+  TrainerState state = read_trainer_state(written);
+  EXPECT_EQ(state.step, 3);
+  EXPECT_EQ(state.sampler_position, 9u);
+  EXPECT_THROW(reader.read(Section::model, "missing"), ConfigError);
+}
+
+// Three writers' pieces (as save_checkpoint lays them out for three ranks) read back as whole
+// tensors and as row ranges that cross the writers' boundaries.
+TEST(Checkpoint, RowsSplitOverWritersAreReassembled) {
+  fs::path dir = fresh_dir("h2_checkpoint_reshard") / "step_000001";
+  fs::create_directories(dir);
+  const StoredTensor w = numbered(7, 3);
+  Manifest m;
+  m.step = 1;
+  m.world_size = 3;
+  m.model["w"] = {DType::f32, w.shape, {}};
+  for (int r = 0; r < 3; ++r) {
+    auto [b, e] = even_rows(7, r, 3);
+    const std::string file = fmt::format("rank_{:05}.safetensors", r);
+    const uint64_t sum = write_safetensors((dir / file).string(), {{"model/w", rows_of(w, b, e)}});
+    m.files[file] = {fs::file_size(dir / file), sum};
+    m.model["w"].pieces.push_back({file, "model/w", b, e});
+  }
+  std::ofstream(dir / "manifest.json") << manifest_to_json(m);
+  CheckpointReader reader(dir.string());
+  EXPECT_EQ(reader.read(Section::model, "w").bytes, w.bytes);
+  for (auto [b, e] : {std::pair{0, 7}, {1, 6}, {2, 3}, {4, 7}, {3, 3}})
+    EXPECT_EQ(reader.read(Section::model, "w", b, e).bytes, rows_of(w, b, e).bytes)
+        << "rows " << b << ".." << e;
+}
+
+TEST(Checkpoint, ACorruptedFileIsRefusedNamingIt) {
+  fs::path dir = fresh_dir("h2_checkpoint_corrupt");
+  const std::string written =
+      save_checkpoint(dir.string(), {1, 0, "", 1}, {{"w", numbered(8, 8)}}, {}, 0);
+  const fs::path file = fs::path(written) / "rank_00000.safetensors";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(fs::file_size(file) - 5));
+    f.put('\x7f');  // one byte of tensor data
+  }
+  try {
+    read_model_tensors(written);
+    FAIL() << "a corrupted file was read";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("corrupted"), std::string::npos) << e.what();
+  }
+}
+
+// A child saves ever newer checkpoints of a 16 MiB tensor; the parent kills it with SIGKILL at
+// varying moments. After each kill the newest complete checkpoint must load and hold exactly
+// what was saved at its step.
+TEST(Checkpoint, AWriterKilledAtAnyMomentLeavesTheLastCompleteCheckpoint) {
+  fs::path dir = fresh_dir("h2_checkpoint_kill");
+  int64_t last_step = 1;
+  save_checkpoint(dir.string(), {1, 0, "", 1}, {{"w", numbered(1024, 4096, 1)}}, {}, 2);
+  const int64_t first_step = last_step;
+  for (int round = 0; round < 6; ++round) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (int64_t step = last_step + 1;; ++step)
+        save_checkpoint(dir.string(), {step, 0, "", 1}, {{"w", numbered(1024, 4096, float(step))}},
+                        {}, 2);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 + 90 * round));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    auto latest = latest_checkpoint(dir.string());
+    ASSERT_TRUE(latest.has_value()) << "round " << round << ": no complete checkpoint";
+    const int64_t step = read_trainer_state(*latest).step;
+    EXPECT_GE(step, last_step) << "round " << round;
+    EXPECT_EQ(read_model_tensors(*latest).at("w").bytes, numbered(1024, 4096, float(step)).bytes)
+        << "round " << round << ", " << *latest;
+    last_step = step;
+  }
+  EXPECT_GT(last_step, first_step)
+      << "the writer never finished a checkpoint; the test proves nothing";
+}
+
+}  // namespace
+}  // namespace h2::checkpoint

@@ -1,0 +1,214 @@
+// Data-parallel training in real processes (forked ranks joined through UCX on loopback):
+// - 2 ranks x 1 micro-batch match 1 process x 2 micro-batches of the same global batch at every
+//   step (loss, evaluation loss, final parameters), in FP32;
+// - a run checkpointed by 2 ranks resumes in 1 process (and one checkpointed by 1 process in 2
+//   ranks) and ends where the uninterrupted run ends (resharding);
+// - a corrupted checkpoint file stops the resume with a message naming it.
+// Every training runs in a forked child (a process that used OpenMP must not fork workers).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "multiproc.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/data/default_data.h"
+#include "train/trainer.h"
+
+namespace h2::train {
+namespace {
+
+namespace fs = std::filesystem;
+using comm::testing::describe;
+using comm::testing::RankContext;
+using comm::testing::run_ranks;
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+config::TrainConfig small_config(const fs::path& dir) {
+  config::TrainConfig cfg = config::parse_yaml(R"(
+model: {vocab_size: 256, dim: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 64, seq_len: 32}
+train: {batch_size: 4, steps: 20, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 3, eval_every: 10, eval_batches: 3, seed: 11}
+log: {every: 1}
+parallel: {bucket_mb: 0.01}
+)",
+                                               "test");
+  cfg.data.path = data::default_text_path(dir.string());
+  return cfg;
+}
+
+// Trains `cfg` on `ranks` forked ranks (data parallel when ranks > 1; a plain single process
+// when 1) and fails the test with every rank's message if one fails.
+void train(config::TrainConfig cfg, int ranks) {
+  cfg.parallel.mode = ranks > 1 ? "dp" : "single";
+  const auto outcomes = run_ranks(ranks, [&](RankContext& ctx) {
+    Trainer trainer(
+        cfg, ctx.runtime, [](const std::string&) {}, ranks > 1 ? &ctx.comm() : nullptr);
+    trainer.run();
+  });
+  for (const auto& o : outcomes) ASSERT_EQ(o.exit_code, 0) << describe(outcomes);
+}
+
+struct Curve {
+  std::map<int64_t, double> loss, eval_loss;
+};
+
+Curve read_metrics(const fs::path& path) {
+  Curve curve;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("step")) continue;
+    curve.loss[j["step"]] = j["loss"];
+    if (j.contains("eval_loss")) curve.eval_loss[j["step"]] = j["eval_loss"];
+  }
+  return curve;
+}
+
+void expect_close(const std::map<int64_t, double>& got, const std::map<int64_t, double>& want,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [step, w] : want) {
+    ASSERT_TRUE(got.contains(step)) << what << " step " << step;
+    EXPECT_LE(std::abs(got.at(step) - w), 1e-5 * std::abs(w))
+        << what << " at step " << step << ": " << got.at(step) << " vs " << w;
+  }
+}
+
+// Largest |a - b| over a tensor relative to the tensor's largest |b|, over every model tensor.
+// Parameters cannot be compared to the 1e-5 of the losses: one process adds its second
+// micro-batch's gradient inside the GEMM (beta = 1), data parallelism adds two rounded products,
+// and AdamW's normalised update (about lr per element, whatever the gradient's size) turns
+// last-bit differences of near-zero gradients into differences of up to ~1e-4 of a tensor's
+// scale after 20 steps. kParamTolerance bounds that; a wrong shard or a missing reduction moves
+// parameters by far more (and the losses by more than 1e-5).
+constexpr double kParamTolerance = 1e-3;
+
+double max_relative_difference(const std::string& a_dir, const std::string& b_dir) {
+  auto a = checkpoint::read_model_tensors(a_dir), b = checkpoint::read_model_tensors(b_dir);
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (const auto& [name, t] : b) {
+    const auto& u = a.at(name);
+    EXPECT_EQ(u.shape, t.shape) << name;
+    const float* x = reinterpret_cast<const float*>(u.bytes.data());
+    const float* y = reinterpret_cast<const float*>(t.bytes.data());
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < t.shape.numel(); ++i) {
+      diff = std::max(diff, std::abs(double(x[i]) - y[i]));
+      scale = std::max(scale, std::abs(double(y[i])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+TEST(DataParallel, TwoRanksMatchOneProcessAccumulatingTheSameGlobalBatch) {
+  const fs::path dir = fresh_dir("h2_dp_equivalence");
+  config::TrainConfig single = small_config(dir);
+  single.train.grad_accum = 2;
+  single.log.metrics_file = (dir / "single.jsonl").string();
+  single.checkpoint.dir = (dir / "single").string();
+  train(single, 1);
+
+  config::TrainConfig dp = small_config(dir);
+  dp.train.grad_accum = 1;
+  dp.log.metrics_file = (dir / "dp.jsonl").string();
+  dp.checkpoint.dir = (dir / "dp").string();
+  train(dp, 2);
+
+  const Curve a = read_metrics(dir / "dp.jsonl"), b = read_metrics(dir / "single.jsonl");
+  ASSERT_EQ(b.loss.size(), 20u);
+  expect_close(a.loss, b.loss, "training loss");
+  expect_close(a.eval_loss, b.eval_loss, "evaluation loss");
+  EXPECT_LE(max_relative_difference(*checkpoint::latest_checkpoint(dp.checkpoint.dir),
+                                    *checkpoint::latest_checkpoint(single.checkpoint.dir)),
+            kParamTolerance);
+  // The two ranks wrote one file each; the single process one.
+  auto manifest =
+      checkpoint::CheckpointReader(*checkpoint::latest_checkpoint(dp.checkpoint.dir)).manifest();
+  EXPECT_EQ(manifest.world_size, 2);
+  EXPECT_EQ(manifest.files.size(), 2u);
+}
+
+TEST(DataParallel, CheckpointsResumeAtAnotherWorldSize) {
+  const fs::path dir = fresh_dir("h2_dp_reshard");
+  config::TrainConfig reference = small_config(dir);
+  reference.train.grad_accum = 2;
+  reference.checkpoint.dir = (dir / "reference").string();
+  reference.log.metrics_file = (dir / "reference.jsonl").string();
+  train(reference, 1);
+  const std::string want = *checkpoint::latest_checkpoint(reference.checkpoint.dir);
+
+  // 2 ranks for 10 steps, then 1 process (2 micro-batches) for the other 10.
+  config::TrainConfig first = small_config(dir);
+  first.train.grad_accum = 1;
+  first.checkpoint.dir = (dir / "two_then_one").string();
+  first.checkpoint.every = 10;
+  first.checkpoint.keep_last = 0;
+  first.log.metrics_file = (dir / "two_then_one.jsonl").string();
+  train(first, 2);
+  fs::remove_all(fs::path(first.checkpoint.dir) / "step_000020");  // as if it died after step 10
+  config::TrainConfig second = first;
+  second.train.grad_accum = 2;
+  second.checkpoint.resume = true;
+  train(second, 1);
+  EXPECT_LE(max_relative_difference(*checkpoint::latest_checkpoint(second.checkpoint.dir), want),
+            kParamTolerance);
+  const Curve resumed = read_metrics(dir / "two_then_one.jsonl");
+  const Curve whole = read_metrics(dir / "reference.jsonl");
+  expect_close(resumed.loss, whole.loss, "loss of 2 ranks then 1 process");
+
+  // And the other way: 1 process for 10 steps, then 2 ranks.
+  config::TrainConfig one = small_config(dir);
+  one.train.grad_accum = 2;
+  one.checkpoint.dir = (dir / "one_then_two").string();
+  one.checkpoint.every = 10;
+  one.checkpoint.keep_last = 0;
+  train(one, 1);
+  fs::remove_all(fs::path(one.checkpoint.dir) / "step_000020");
+  config::TrainConfig two = one;
+  two.train.grad_accum = 1;
+  two.checkpoint.resume = true;
+  train(two, 2);
+  EXPECT_LE(max_relative_difference(*checkpoint::latest_checkpoint(two.checkpoint.dir), want),
+            kParamTolerance);
+}
+
+TEST(DataParallel, ACorruptedShardStopsTheResumeNamingTheFile) {
+  const fs::path dir = fresh_dir("h2_dp_corrupt");
+  config::TrainConfig cfg = small_config(dir);
+  cfg.train.steps = 4;
+  cfg.checkpoint.dir = (dir / "run").string();
+  train(cfg, 2);
+  const fs::path shard =
+      fs::path(*checkpoint::latest_checkpoint(cfg.checkpoint.dir)) / "rank_00001.safetensors";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x55');
+  }
+  cfg.train.steps = 8;
+  cfg.checkpoint.resume = true;
+  cfg.parallel.mode = "dp";
+  const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
+    Trainer trainer(
+        cfg, ctx.runtime, [](const std::string&) {}, &ctx.comm());
+    trainer.run();
+  });
+  for (const auto& o : outcomes) {
+    EXPECT_EQ(o.exit_code, 1) << describe(outcomes);
+    EXPECT_NE(o.message.find(shard.string()), std::string::npos) << describe(outcomes);
+  }
+}
+
+}  // namespace
+}  // namespace h2::train
