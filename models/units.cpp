@@ -8,6 +8,19 @@
 
 namespace h2::models {
 
+Stash Unit::take_stash() {
+  Stash stash;
+  StashTransfer take(StashTransfer::Direction::take, stash);
+  transfer_stash(take);
+  return stash;
+}
+
+void Unit::put_stash(Stash stash) {
+  StashTransfer put(StashTransfer::Direction::put, stash);
+  transfer_stash(put);
+  put.finish();
+}
+
 EmbeddingUnit::EmbeddingUnit(const LlamaConfig& cfg, uint64_t seed, DType dtype, Device& device)
     : emb_("model.embed_tokens.weight", cfg.vocab_size, cfg.dim, seed, dtype, device) {}
 
@@ -42,6 +55,12 @@ Tensor BlockUnit::backward(const Tensor& dy) {
     input_ = Tensor();
   }
   return attn_.backward(mlp_.backward(dy));
+}
+
+void BlockUnit::transfer_stash(StashTransfer& t) {
+  attn_.transfer_stash(t);
+  mlp_.transfer_stash(t);
+  t(input_);
 }
 
 void BlockUnit::clear() {
@@ -81,6 +100,11 @@ Tensor HeadUnit::backward(const Tensor& dlogits) {
   linear_bwd(dh, dlogits.view({B * T, V}), h_, *head_);
   h_ = Tensor();
   return norm_.backward(dh.view({B, T, C}));
+}
+
+void HeadUnit::transfer_stash(StashTransfer& t) {
+  norm_.transfer_stash(t);
+  t(h_);
 }
 
 void HeadUnit::clear() {

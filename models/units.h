@@ -1,7 +1,9 @@
 // The units a Llama model is a list of, so pipeline parallelism can split it between stages:
 // EmbeddingUnit, L BlockUnits, HeadUnit. Each unit has forward(input) -> output and
 // backward(grad_output) -> grad_input, owns the activations it stashes for backward (freed by
-// backward() or clear()), and ADDS its weight gradients into its Params' f32 grads.
+// backward() or clear(); take_stash/put_stash move them out so that a pipeline stage can run
+// several micro-batches' forwards before their backwards), and ADDS its weight gradients into its
+// Params' f32 grads.
 // Shapes: ids (B, T) i32/i64; hidden (B, T, C); logits (B, T, V).
 #pragma once
 
@@ -23,6 +25,12 @@ class Unit {
   // Returns the gradient w.r.t. the input (undefined for the embedding, whose input is ids).
   virtual Tensor backward(const Tensor& grad_output) = 0;
   virtual void clear() = 0;  // drop stashed activations without a backward
+  // Moves the stashed activations out of the unit or back in (layers/stash.h).
+  virtual void transfer_stash(StashTransfer& t) = 0;
+  // After forward: the stash leaves the unit, which can run another micro-batch's forward.
+  Stash take_stash();
+  // Before the matching backward: the stash taken after that micro-batch's forward.
+  void put_stash(Stash stash);
   // The Params this unit owns, in Hugging Face order (a tied head owns none).
   virtual void collect(std::vector<Param*>& out) = 0;
 };
@@ -34,6 +42,7 @@ class EmbeddingUnit : public Unit {
   Tensor forward(const Tensor& ids) override;
   Tensor backward(const Tensor& grad_output) override;
   void clear() override { emb_.clear(); }
+  void transfer_stash(StashTransfer& t) override { emb_.transfer_stash(t); }
   void collect(std::vector<Param*>& out) override { out.push_back(&emb_.weight()); }
   Param& table() { return emb_.weight(); }
 
@@ -50,6 +59,7 @@ class BlockUnit : public Unit {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
   void clear() override;
+  void transfer_stash(StashTransfer& t) override;
   void collect(std::vector<Param*>& out) override;
   void set_recompute(bool on) { recompute_ = on; }
 
@@ -68,6 +78,7 @@ class HeadUnit : public Unit {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dlogits) override;
   void clear() override;
+  void transfer_stash(StashTransfer& t) override;
   void collect(std::vector<Param*>& out) override;
 
  private:

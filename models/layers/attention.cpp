@@ -83,6 +83,11 @@ void Attention::clear() {
   h_ = q_ = k_ = v_ = att_ = lse_ = Tensor();
 }
 
+void Attention::transfer_stash(StashTransfer& t) {
+  norm_.transfer_stash(t);
+  for (Tensor* member : {&h_, &q_, &k_, &v_, &att_, &lse_}) t(*member);
+}
+
 void Attention::collect(std::vector<Param*>& out) {
   out.insert(out.end(), {&norm_.weight(), &wq_, &wk_, &wv_, &wo_});
 }

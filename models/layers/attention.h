@@ -24,6 +24,7 @@ class Attention {
   Tensor forward(const Tensor& x);    // (B, T, C) -> (B, T, C)
   Tensor backward(const Tensor& dy);  // (B, T, C) -> dx (B, T, C)
   void clear();
+  void transfer_stash(StashTransfer& t);
   void collect(std::vector<Param*>& out);
 
  private:

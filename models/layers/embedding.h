@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models/layers/param.h"
+#include "models/layers/stash.h"
 
 namespace h2::models {
 
@@ -16,6 +17,7 @@ class Embedding {
   Tensor forward(const Tensor& ids);  // ids: (N...) i32/i64 -> (N..., C); stashes ids
   void backward(const Tensor& dout);  // dout: (N..., C); table.grad += scatter; frees stash
   void clear() { ids_ = Tensor(); }
+  void transfer_stash(StashTransfer& t) { t(ids_); }
   Param& weight() { return table_; }
 
  private:

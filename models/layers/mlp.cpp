@@ -59,6 +59,11 @@ void Mlp::clear() {
   h_ = g_ = u_ = a_ = Tensor();
 }
 
+void Mlp::transfer_stash(StashTransfer& t) {
+  norm_.transfer_stash(t);
+  for (Tensor* member : {&h_, &g_, &u_, &a_}) t(*member);
+}
+
 void Mlp::collect(std::vector<Param*>& out) {
   out.insert(out.end(), {&norm_.weight(), &wg_, &wu_, &wd_});
 }

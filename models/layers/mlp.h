@@ -23,6 +23,7 @@ class Mlp {
   Tensor forward(const Tensor& x);    // (B, T, C) -> (B, T, C)
   Tensor backward(const Tensor& dy);  // (B, T, C) -> dx (B, T, C)
   void clear();
+  void transfer_stash(StashTransfer& t);
   void collect(std::vector<Param*>& out);
 
  private:

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/layers/param.h"
+#include "models/layers/stash.h"
 
 namespace h2::models {
 
@@ -17,6 +18,10 @@ class RmsNorm {
   Tensor forward(const Tensor& x);      // x: (N..., C) -> (N..., C)
   Tensor backward(const Tensor& dout);  // dout: (N..., C) -> dx (N..., C)
   void clear();
+  void transfer_stash(StashTransfer& t) {
+    t(x_);
+    t(rstd_);
+  }
   Param& weight() { return weight_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor_host.h"
 #include "tests/models/llama_reference.h"
 
@@ -71,6 +72,50 @@ TEST(Llama, recompute_gives_bit_identical_grads) {
   const float lb = b.forward_backward(batch.ids, batch.targets, kB, kT);
   EXPECT_TRUE(bit_equal(la, lb));
   EXPECT_TRUE(bit_equal(all_grads(a), all_grads(b)));
+}
+
+// Two micro-batches in flight at once, as a pipeline stage runs them (F0 F1 B0 B1, each unit's
+// stash taken after its forward and put back before its backward), with and without
+// recomputation, give the gradients of running them one after the other (F0 B0 F1 B1).
+TEST(Llama, stashes_taken_out_let_micro_batches_overlap) {
+  for (bool recompute : {false, true}) {
+    Device& cpu = model_runtime().cpu();
+    Batch first = make_batch(cpu);
+    std::vector<int64_t> ids{7, 7, 2, 0, 1, 8, 3, 3, 9, 4}, targets{7, 2, 0, 1, 8, 3, 3, 9, 4, 6};
+    Batch second{tensor_from_ints(ids, {kB * kT}, DType::i32, cpu),
+                 tensor_from_ints(targets, {kB * kT}, DType::i32, cpu)};
+    Llama sequential(tiny_llama_config(), cpu, {.seed = 9, .recompute = recompute});
+    sequential.forward_backward(first.ids, first.targets, kB, kT, 0.5f);
+    sequential.forward_backward(second.ids, second.targets, kB, kT, 0.5f);
+
+    Llama overlapped(tiny_llama_config(), cpu, {.seed = 9, .recompute = recompute});
+    std::vector<models::Unit*> units = overlapped.units();
+    auto forward = [&](const Batch& b, std::vector<models::Stash>& stashes) {
+      Tensor x = b.ids.view({kB, kT});
+      for (models::Unit* u : units) {
+        x = u->forward(x);
+        stashes.push_back(u->take_stash());
+      }
+      return x.view({kB * kT, tiny_llama_config().vocab_size});
+    };
+    auto backward = [&](Tensor logits, const Batch& b, std::vector<models::Stash>& stashes) {
+      Tensor grad = Tensor::empty(logits.shape(), logits.dtype(), cpu);
+      models::cross_entropy_loss(logits, b.targets, grad, 0.5f);
+      grad = grad.view({kB, kT, tiny_llama_config().vocab_size});
+      for (size_t i = units.size(); i-- > 0;) {
+        units[i]->put_stash(std::move(stashes[i]));
+        grad = units[i]->backward(grad);
+      }
+    };
+    std::vector<models::Stash> s0, s1;
+    Tensor logits0 = forward(first, s0);
+    Tensor logits1 = forward(second, s1);
+    backward(logits0, first, s0);
+    backward(logits1, second, s1);
+    EXPECT_TRUE(bit_equal(all_grads(overlapped), all_grads(sequential)))
+        << "recompute " << recompute;
+    EXPECT_THROW(units[1]->put_stash({}), Error) << "an empty stash must not fit a block";
+  }
 }
 
 TEST(Llama, backward_accumulates_until_zero_grad) {
