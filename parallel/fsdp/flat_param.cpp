@@ -1,0 +1,182 @@
+// FlatParamGroup: flattening, sharding, all-gather of parameters and reduce-scatter of gradients
+// (see flat_param.h).
+#include "parallel/fsdp/flat_param.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "core/error.h"
+#include "core/ops.h"
+#include "core/runtime.h"
+#include "core/tensor_host.h"
+
+namespace h2::parallel::fsdp {
+namespace {
+
+std::vector<models::Param*> params_of(models::Unit& unit) {
+  std::vector<models::Param*> params;
+  unit.collect(params);
+  return params;
+}
+
+// FNV-1a over the layout (names, shapes) and the compute dtype: equal on every rank that built
+// the same unit.
+int64_t layout_hash(const std::vector<FlatSlot>& layout, DType dtype) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](uint64_t x) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((x >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  };
+  mix(uint64_t(dtype));
+  for (const FlatSlot& s : layout) {
+    for (unsigned char c : s.name) mix(c);
+    mix(uint64_t(s.shape.rank()));
+    for (int64_t d : s.shape) mix(uint64_t(d));
+  }
+  return int64_t(h);
+}
+
+// The flat elements of a Param's tensor (contiguous copy when it is a strided view).
+Tensor flat_view(const Tensor& t) {
+  return t.contiguous().view({t.numel()});
+}
+
+}  // namespace
+
+FlatParamGroup::FlatParamGroup(comm::Communicator& group, models::Unit& unit)
+    : FlatParamGroup(group, params_of(unit)) {}
+
+FlatParamGroup::FlatParamGroup(comm::Communicator& group, std::vector<models::Param*> params)
+    : group_(&group), rank_(group.rank()), group_size_(group.size()), params_(std::move(params)) {
+  H2_CHECK(!params_.empty(), "FlatParamGroup: a unit needs at least one parameter");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const models::Param* p = params_[i];
+    H2_CHECK(p != nullptr, "FlatParamGroup: parameter {} is null", i);
+    H2_CHECK(std::find(params_.begin(), params_.begin() + i, p) == params_.begin() + i,
+             "FlatParamGroup: parameter '{}' is listed twice", p->name);
+    H2_CHECK(p->value.defined(),
+             "FlatParamGroup: parameter '{}' has no value (already owned by another group?)",
+             p->name);
+  }
+  const models::Param& first = *params_.front();
+  dtype_ = first.value.dtype();
+  device_ = &first.value.device();
+  H2_CHECK(dtype_ == DType::f32 || dtype_ == DType::bf16 || dtype_ == DType::f16,
+           "FlatParamGroup: parameter '{}' has compute dtype {}; FSDP supports f32, bf16, f16",
+           first.name, dtype_name(dtype_));
+  for (const models::Param* p : params_) {
+    H2_CHECK(p->value.dtype() == dtype_, "FlatParamGroup: '{}' is {} but '{}' is {}", p->name,
+             dtype_name(p->value.dtype()), first.name, dtype_name(dtype_));
+    H2_CHECK(&p->value.device() == device_, "FlatParamGroup: '{}' is on {} but '{}' is on {}",
+             p->name, p->value.device().str(), first.name, device_->str());
+    layout_.push_back({p->name, p->value.shape(), numel_, p->value.numel()});
+    numel_ += p->value.numel();
+  }
+  label_ = params_.size() == 1 ? first.name
+                               : fmt::format("{} (+{} more)", first.name, params_.size() - 1);
+  shard_numel_ = (numel_ + group_size_ - 1) / group_size_;
+  check_layout_agrees();
+
+  // This rank's shard of the flat vector: the overlap of [lo, hi) with every parameter.
+  master_ = Tensor::zeros({shard_numel_}, DType::f32, *device_);
+  grad_shard_ = Tensor::zeros({shard_numel_}, DType::f32, *device_);
+  const int64_t lo = shard_offset(), hi = lo + shard_numel_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const FlatSlot& s = layout_[i];
+    const int64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
+    if (a >= b) continue;
+    master_.slice(0, a - lo, b - lo)
+        .copy_from(flat_view(params_[i]->value).slice(0, a - s.offset, b - s.offset));
+  }
+  for (models::Param* p : params_) {
+    p->value = Tensor();
+    p->grad = Tensor();
+  }
+}
+
+void FlatParamGroup::check_layout_agrees() {
+  Device& cpu = device_->runtime().cpu();
+  const std::array<int64_t, 2> mine{numel_, layout_hash(layout_, dtype_)};
+  Tensor in = tensor_from_ints(mine, {2}, DType::i64, cpu);
+  Tensor out = Tensor::empty({2 * int64_t(group_size_)}, DType::i64, cpu);
+  group_->all_gather(out, in);
+  const std::vector<int64_t> all = tensor_to_ints(out);
+  for (int r = 0; r < group_size_; ++r) {
+    H2_CHECK(all[size_t(2 * r)] == numel_,
+             "FlatParamGroup '{}': rank {} has {} parameter elements but rank {} has {} (every "
+             "rank of the group must build the same unit)",
+             label_, rank_, numel_, r, all[size_t(2 * r)]);
+    H2_CHECK(all[size_t(2 * r + 1)] == mine[1],
+             "FlatParamGroup '{}': rank {} has other parameter names, shapes or dtype than rank "
+             "{} (layout hash {:016x} vs {:016x})",
+             label_, rank_, r, uint64_t(mine[1]), uint64_t(all[size_t(2 * r + 1)]));
+  }
+}
+
+void FlatParamGroup::unshard() {
+  if (!full_.defined()) {
+    // Round to the compute dtype first, so the all-gather moves compute-dtype bytes.
+    Tensor send = dtype_ == DType::f32 ? master_ : master_.to(dtype_);
+    Tensor full = Tensor::empty({padded_numel()}, dtype_, *device_);
+    group_->all_gather(full, send);
+    full_ = full;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const FlatSlot& s = layout_[i];
+      params_[i]->value = full_.slice(0, s.offset, s.offset + s.numel).view(s.shape);
+    }
+  }
+  if (!full_grad_.defined()) allocate_full_grads();
+}
+
+void FlatParamGroup::reshard() {
+  for (models::Param* p : params_) p->value = Tensor();
+  full_ = Tensor();
+}
+
+void FlatParamGroup::allocate_full_grads() {
+  full_grad_ = Tensor::zeros({padded_numel()}, DType::f32, *device_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const FlatSlot& s = layout_[i];
+    params_[i]->grad = full_grad_.slice(0, s.offset, s.offset + s.numel).view(s.shape);
+  }
+}
+
+void FlatParamGroup::release_full_grads() {
+  for (models::Param* p : params_) p->grad = Tensor();
+  full_grad_ = Tensor();
+}
+
+void FlatParamGroup::reduce_grad(double scale, bool accumulate) {
+  H2_CHECK(full_grad_.defined(),
+           "FlatParamGroup '{}': reduce_grad() without full gradients (unshard() was not called "
+           "since the last reduce_grad())",
+           label_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const FlatSlot& s = layout_[i];
+    const models::Param& p = *params_[i];
+    // A grad replaced behind the group's back would be silently ignored by the reduction.
+    H2_CHECK(p.grad.defined() && p.grad.data() == full_grad_.data_as<float>() + s.offset &&
+                 p.grad.shape() == s.shape,
+             "FlatParamGroup '{}': the grad of '{}' is no longer a view of the group's flat "
+             "gradient (it was reassigned)",
+             label_, p.name);
+  }
+  const bool direct = scale == 1.0 && !accumulate;
+  Tensor reduced = direct ? grad_shard_ : Tensor::empty({shard_numel_}, DType::f32, *device_);
+  group_->reduce_scatter(reduced, full_grad_, comm::ReduceOp::sum);
+  if (!direct)
+    ops::add({.out = grad_shard_,
+              .a = reduced,
+              .b = accumulate ? grad_shard_ : Tensor(),
+              .alpha = float(scale),
+              .beta = 1.0f});
+  release_full_grads();
+}
+
+void FlatParamGroup::zero_grad_shard() {
+  ops::fill({.out = grad_shard_, .value = 0.0});
+}
+
+}  // namespace h2::parallel::fsdp

@@ -1,0 +1,103 @@
+// FlatParamGroup: one FSDP unit (the embedding, one decoder block or the head) sharded over a
+// communicator group of n ranks.
+//
+// The unit's Params are laid end to end in Hugging Face order as one flat vector of N elements,
+// padded with zeros to a multiple of n and cut into n equal shards; rank k owns shard k: an FP32
+// master shard (the truth for the parameters) and an FP32 gradient shard. Two states:
+// - sharded (after construction and reshard()): the Params' values are undefined, so a layer
+//   that touches one fails instead of reading stale weights;
+// - unsharded (after unshard()): every Param's value is a view into one full flat buffer in the
+//   compute dtype, all-gathered from the masters, bit for bit what the masters round to.
+// Full gradients are a flat f32 buffer too (each Param's grad a view into it): unshard()
+// allocates it, zero, when absent; backward passes add into it over any number of micro-batches
+// and reshard()/unshard() cycles; reduce_grad() reduce-scatters it into the gradient shard once
+// and frees it.
+//
+// Every rank of the group must construct its groups in the same order from identical parameters
+// (models::Llama gives identical values for one seed); the constructor checks that the layouts
+// agree. Collective calls (constructor, unshard, reduce_grad) must be made by every rank in the
+// same order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/tensor.h"
+#include "models/layers/param.h"
+#include "models/units.h"
+
+namespace h2::parallel::fsdp {
+
+// Where one parameter lies in the flat vector.
+struct FlatSlot {
+  std::string name;  // Hugging Face name
+  Shape shape;
+  int64_t offset = 0;  // first flat element
+  int64_t numel = 0;
+};
+
+class FlatParamGroup {
+ public:
+  // Takes over `params` (non-empty; values defined, one compute dtype of f32, bf16 or f16, one
+  // device): the master shard is initialised from the values, then the Params' values and grads
+  // are released (the group starts sharded). Collective over `group`.
+  FlatParamGroup(comm::Communicator& group, std::vector<models::Param*> params);
+  // The Params of `unit` (Unit::collect).
+  FlatParamGroup(comm::Communicator& group, models::Unit& unit);
+  FlatParamGroup(const FlatParamGroup&) = delete;
+  FlatParamGroup& operator=(const FlatParamGroup&) = delete;
+
+  // All-gathers the masters (converted to the compute dtype) and points every Param's value
+  // into the full buffer; allocates zero full gradients when there are none. No communication
+  // when already unsharded. Collective.
+  void unshard();
+  // Releases the full buffer: every Param's value becomes undefined. Full gradients stay.
+  void reshard();
+  // grad_shard = scale * (sum over ranks of the full gradients' shard) (+ grad_shard when
+  // `accumulate`), then releases the full gradients. Collective.
+  void reduce_grad(double scale = 1.0, bool accumulate = false);
+  // Sets the gradient shard to zero (after an optimizer step).
+  void zero_grad_shard();
+
+  bool is_unsharded() const { return full_.defined(); }
+  bool has_full_grads() const { return full_grad_.defined(); }
+
+  const std::vector<FlatSlot>& layout() const { return layout_; }
+  // "model.layers.0.input_layernorm.weight (+8 more)": for messages.
+  const std::string& label() const { return label_; }
+  int64_t numel() const { return numel_; }  // N
+  int64_t padded_numel() const { return shard_numel_ * group_size_; }
+  int64_t padding() const { return padded_numel() - numel_; }
+  int64_t shard_numel() const { return shard_numel_; }
+  int64_t shard_offset() const { return shard_numel_ * rank_; }  // first flat element owned
+  DType compute_dtype() const { return dtype_; }
+  Device& device() const { return *device_; }
+  comm::Communicator& group() const { return *group_; }
+
+  // (shard_numel) f32 on device(); padding elements are zero. Writable through the handle.
+  const Tensor& master_shard() const { return master_; }
+  const Tensor& grad_shard() const { return grad_shard_; }
+
+ private:
+  void check_layout_agrees();
+  void allocate_full_grads();
+  void release_full_grads();
+
+  comm::Communicator* group_;
+  int rank_;
+  int group_size_;
+  std::vector<models::Param*> params_;
+  std::vector<FlatSlot> layout_;
+  std::string label_;
+  DType dtype_;
+  Device* device_;
+  int64_t numel_ = 0;
+  int64_t shard_numel_ = 0;
+  Tensor master_;      // (shard_numel) f32
+  Tensor grad_shard_;  // (shard_numel) f32
+  Tensor full_;        // (padded_numel) compute dtype; defined while unsharded
+  Tensor full_grad_;   // (padded_numel) f32; defined between unshard() and reduce_grad()
+};
+
+}  // namespace h2::parallel::fsdp

@@ -1,0 +1,196 @@
+// FlatParamGroup in forked ranks (groups of 1, 2 and 3):
+// - sharding then unsharding rebuilds every parameter bit for bit, in f32 and bf16, with N
+//   divisible by the group size or not (and smaller than it), twice in a row; resharded values
+//   are undefined and a layer using one fails;
+// - reduce_grad leaves scale * (sum over ranks of each rank's distinct gradients) in the shard,
+//   padding zero, accumulates across micro-batches and reshards, and frees the full gradients;
+// - both on the CPU and on virtual chips (device memory);
+// - ranks that built different units are told so.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/tensor_host.h"
+#include "fsdp_fixtures.h"
+#include "multiproc.h"
+#include "parallel/fsdp/flat_param.h"
+
+namespace h2::parallel::fsdp {
+namespace {
+
+using comm::testing::describe;
+using comm::testing::RankContext;
+using comm::testing::run_ranks;
+using testing::make_param_set;
+using testing::ParamSet;
+
+void expect_all_ok(const std::vector<comm::testing::RankOutcome>& outcomes) {
+  for (const auto& o : outcomes) ASSERT_EQ(o.exit_code, 0) << describe(outcomes);
+}
+
+// Checks the sizes and this rank's master shard against the original flat values.
+void check_shard(const FlatParamGroup& g, const std::vector<float>& original, int n, int rank,
+                 const std::string& what) {
+  const int64_t N = int64_t(original.size());
+  H2_CHECK(g.numel() == N && g.padded_numel() % n == 0 && g.padding() >= 0 && g.padding() < n,
+           "{}: N {} padded to {} for a group of {}", what, g.numel(), g.padded_numel(), n);
+  H2_CHECK(g.shard_numel() * n == g.padded_numel() && g.shard_offset() == rank * g.shard_numel(),
+           "{}: shard {} at {}", what, g.shard_numel(), g.shard_offset());
+  std::vector<float> want(size_t(g.shard_numel()), 0.0f);
+  for (int64_t j = 0; j < g.shard_numel(); ++j)
+    if (g.shard_offset() + j < N) want[size_t(j)] = original[size_t(g.shard_offset() + j)];
+  testing::expect_bits(tensor_to_floats(g.master_shard()), want, what + " master shard");
+}
+
+void round_trip(RankContext& ctx, const std::string& set_name, DType dtype) {
+  const std::string what = fmt::format("{} {} n={}", set_name, dtype_name(dtype), ctx.size());
+  ParamSet set = make_param_set(set_name, dtype, ctx.device);
+  const std::vector<models::Param*> params = set.pointers();
+  const std::vector<float> original = testing::flat_values(params);
+
+  FlatParamGroup g(ctx.comm(), params);
+  for (const models::Param* p : params)
+    H2_CHECK(!p->value.defined() && !p->grad.defined(), "{}: '{}' not released", what, p->name);
+  check_shard(g, original, ctx.size(), ctx.rank(), what);
+
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    g.unshard();
+    g.unshard();  // already unsharded: nothing happens
+    H2_CHECK(g.is_unsharded() && g.has_full_grads(), "{}: not unsharded", what);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const models::Param& p = *params[i];
+      H2_CHECK(p.value.dtype() == dtype && p.value.shape() == g.layout()[i].shape,
+               "{}: '{}' rebuilt as {}", what, p.name, p.value.str());
+      H2_CHECK(p.grad.dtype() == DType::f32 && p.grad.shape() == p.value.shape(),
+               "{}: grad of '{}' is {}", what, p.name, p.grad.str());
+      const std::vector<float> grad = tensor_to_floats(p.grad);
+      H2_CHECK(std::all_of(grad.begin(), grad.end(), [](float x) { return x == 0.0f; }),
+               "{}: grad of '{}' is not zero", what, p.name);
+    }
+    testing::expect_bits(testing::flat_values(params), original, what + " unsharded values");
+    g.reshard();
+    H2_CHECK(!g.is_unsharded(), "{}: still unsharded", what);
+    for (const models::Param* p : params)
+      H2_CHECK(!p->value.defined(), "{}: '{}' still has a value", what, p->name);
+  }
+  // A layer touching a resharded weight fails instead of reading freed memory.
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Shape& shape = g.layout()[i].shape;
+    if (shape.rank() != 2) continue;
+    Tensor x = Tensor::zeros({1, shape[1]}, dtype, ctx.device);
+    Tensor out = Tensor::empty({1, shape[0]}, dtype, ctx.device);
+    bool failed = false;
+    try {
+      models::linear_fwd(out, x, *params[i]);
+    } catch (const Error&) {
+      failed = true;
+    }
+    H2_CHECK(failed, "{}: a linear layer ran on the resharded '{}'", what, params[i]->name);
+    break;
+  }
+}
+
+void reduce_grads(RankContext& ctx, const std::string& set_name, DType dtype) {
+  const std::string what = fmt::format("{} {} n={}", set_name, dtype_name(dtype), ctx.size());
+  const int n = ctx.size(), r = ctx.rank();
+  ParamSet set = make_param_set(set_name, dtype, ctx.device);
+  const std::vector<models::Param*> params = set.pointers();
+  FlatParamGroup g(ctx.comm(), params);
+  const int64_t N = g.numel();
+
+  // Two micro-batches accumulate into the full gradients, across a reshard/unshard cycle.
+  g.unshard();
+  testing::write_grads(params, r, 0, 0, false);
+  g.reshard();
+  g.unshard();
+  testing::write_grads(params, r, 1, 0, true);
+  g.reshard();
+  g.reduce_grad(0.5);
+  H2_CHECK(!g.has_full_grads(), "{}: full gradients kept after reduce_grad", what);
+  for (const models::Param* p : params)
+    H2_CHECK(!p->grad.defined(), "{}: grad of '{}' kept after reduce_grad", what, p->name);
+
+  const std::vector<float> s0 = testing::summed_grads(N, n, 0, 0);
+  const std::vector<float> s1 = testing::summed_grads(N, n, 1, 0);
+  const std::vector<float> s2 = testing::summed_grads(N, n, 2, 0);
+  std::vector<float> want(size_t(g.shard_numel()), 0.0f);
+  for (int64_t j = 0; j < g.shard_numel(); ++j) {
+    const int64_t i = g.shard_offset() + j;
+    if (i < N) want[size_t(j)] = 0.5f * (s0[size_t(i)] + s1[size_t(i)]);
+  }
+  testing::expect_bits(tensor_to_floats(g.grad_shard()), want, what + " reduced shard");
+
+  // The next reduction adds into the shard when asked to.
+  g.unshard();
+  testing::write_grads(params, r, 2, 0, false);
+  g.reduce_grad(1.0, true);
+  for (int64_t j = 0; j < g.shard_numel(); ++j) {
+    const int64_t i = g.shard_offset() + j;
+    if (i < N) want[size_t(j)] += s2[size_t(i)];
+  }
+  testing::expect_bits(tensor_to_floats(g.grad_shard()), want, what + " accumulated shard");
+  g.reshard();
+
+  // Without full gradients there is nothing to reduce: a clear error, no collective.
+  bool failed = false;
+  try {
+    g.reduce_grad();
+  } catch (const Error& e) {
+    failed = std::string(e.what()).find("without full gradients") != std::string::npos;
+  }
+  H2_CHECK(failed, "{}: reduce_grad without gradients did not fail clearly", what);
+  g.zero_grad_shard();
+  testing::expect_bits(tensor_to_floats(g.grad_shard()),
+                       std::vector<float>(size_t(g.shard_numel()), 0.0f), what + " zeroed");
+}
+
+class FlatParamGroups : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlatParamGroups, ShardUnshardRoundTripIsBitExact) {
+  expect_all_ok(run_ranks(GetParam(), [](RankContext& ctx) {
+    for (DType dtype : {DType::f32, DType::bf16})
+      for (const std::string& set : testing::param_set_names()) round_trip(ctx, set, dtype);
+  }));
+}
+
+TEST_P(FlatParamGroups, ReduceGradSumsEveryRanksGradients) {
+  expect_all_ok(run_ranks(GetParam(), [](RankContext& ctx) {
+    for (DType dtype : {DType::f32, DType::bf16})
+      for (const std::string& set : testing::param_set_names()) reduce_grads(ctx, set, dtype);
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupSizes, FlatParamGroups, ::testing::Values(1, 2, 3),
+                         [](const auto& info) { return fmt::format("n{}", info.param); });
+
+// Device memory (virtual chips): the communicator stages shards through the host.
+TEST(FlatParamGroup, RoundTripAndReduceOnVirtualChips) {
+  comm::testing::RunOptions options;
+  options.device = [](int rank) { return fmt::format("vchip:{}", rank); };
+  options.env = {{"H2_VCHIP_TIME_SCALE", "0"}};
+  expect_all_ok(run_ranks(
+      2,
+      [](RankContext& ctx) {
+        for (DType dtype : {DType::f32, DType::bf16})
+          for (const std::string& set : testing::param_set_names()) {
+            round_trip(ctx, set, dtype);
+            reduce_grads(ctx, set, dtype);
+          }
+      },
+      options));
+}
+
+TEST(FlatParamGroup, RanksWithDifferentUnitsAreTold) {
+  const auto outcomes = run_ranks(2, [](RankContext& ctx) {
+    ParamSet set = make_param_set(ctx.rank() == 0 ? "divisible" : "odd", DType::f32, ctx.device);
+    FlatParamGroup g(ctx.comm(), set.pointers());
+  });
+  for (const auto& o : outcomes) {
+    ASSERT_NE(o.exit_code, 0) << describe(outcomes);
+    EXPECT_NE(o.message.find("every rank of the group must build the same unit"), std::string::npos)
+        << o.message;
+  }
+}
+
+}  // namespace
+}  // namespace h2::parallel::fsdp
