@@ -1,7 +1,8 @@
 // `h2 train CONFIG.yaml [--set section.key=value ...]`: training in one process, or as one rank
-// of a data-parallel job (parallel.mode: dp) started by h2run, mpirun or srun, whose variables
-// say which rank this is (comm/bootstrap/rank_env.h). Every config key, its type, default and
-// meaning is listed by `h2 train --help`. A bad config is reported (exit 2) before any work.
+// of a data-parallel or pipelined job (parallel.mode: dp, pipeline) started by h2run, mpirun or
+// srun, whose variables say which rank this is (comm/bootstrap/rank_env.h). Every config key, its
+// type, default and meaning is listed by `h2 train --help`. A bad config is reported (exit 2)
+// before any work.
 #include <fmt/format.h>
 #include <sched.h>
 
@@ -36,41 +37,41 @@ Command make_train_command(CLI::App& parent) {
   app->add_option("--set", options->overrides, "Override a key: section.key=value (repeatable)");
   app->footer("Config keys (YAML sections; any key also as --set section.key=value):\n\n" +
               config::help_table());
-  return {app, [options] {
-            config::TrainConfig cfg = config::load_config(options->config_path, options->overrides);
-            const comm::RankInfo rank = comm::discover_rank(comm::process_env());
-            RuntimeOptions runtime_options = RuntimeOptions::from_env();
-            // Ranks sharing a node share its cores: each takes its share unless told otherwise.
-            if (runtime_options.cpu.threads == 0 && rank.local_size > 1)
-              runtime_options.cpu.threads = std::max(1, cpu_count() / rank.local_size);
-            auto runtime = create_runtime(runtime_options);
-            std::unique_ptr<comm::World> world;
-            if (cfg.parallel.mode == "dp") {
-              world = comm::World::join(rank, runtime->device(cfg.train.device));
-            } else if (rank.size > 1) {
-              H2_THROW(ConfigError,
-                       "{}: parallel.mode is '{}' but {} started {} ranks; set parallel.mode: dp "
-                       "(or start one process)",
-                       cfg.origin_of("parallel.mode"), cfg.parallel.mode, rank.launcher, rank.size);
-            }
-            train::Trainer trainer(
-                cfg, *runtime,
-                [](const std::string& line) {
-                  fmt::print("{}\n", line);
-                  std::fflush(stdout);
-                },
-                world ? &world->comm() : nullptr);
-            train::TrainSummary summary = trainer.run();
-            if (rank.rank != 0) return 0;
-            fmt::print(
-                "done: {} steps, final loss {:.4f}{}, {:.0f} tok/s, peak memory {:.1f} MiB\n",
-                summary.steps, summary.final_loss,
-                summary.final_eval_loss >= 0
-                    ? fmt::format(", eval loss {:.4f}", summary.final_eval_loss)
-                    : "",
-                summary.tokens_per_s, double(summary.peak_mem_bytes) / (1 << 20));
-            return 0;
-          }};
+  return {
+      app, [options] {
+        config::TrainConfig cfg = config::load_config(options->config_path, options->overrides);
+        const comm::RankInfo rank = comm::discover_rank(comm::process_env());
+        RuntimeOptions runtime_options = RuntimeOptions::from_env();
+        // Ranks sharing a node share its cores: each takes its share unless told otherwise.
+        if (runtime_options.cpu.threads == 0 && rank.local_size > 1)
+          runtime_options.cpu.threads = std::max(1, cpu_count() / rank.local_size);
+        auto runtime = create_runtime(runtime_options);
+        std::unique_ptr<comm::World> world;
+        if (cfg.parallel.mode != "single") {
+          world = comm::World::join(rank, runtime->device(cfg.train.device));
+        } else if (rank.size > 1) {
+          H2_THROW(ConfigError,
+                   "{}: parallel.mode is '{}' but {} started {} ranks; set parallel.mode: dp or "
+                   "pipeline (or start one process)",
+                   cfg.origin_of("parallel.mode"), cfg.parallel.mode, rank.launcher, rank.size);
+        }
+        train::Trainer trainer(
+            cfg, *runtime,
+            [](const std::string& line) {
+              fmt::print("{}\n", line);
+              std::fflush(stdout);
+            },
+            world ? &world->comm() : nullptr);
+        train::TrainSummary summary = trainer.run();
+        if (rank.rank != 0) return 0;
+        fmt::print("done: {} steps, final loss {:.4f}{}, {:.0f} tok/s, peak memory {:.1f} MiB\n",
+                   summary.steps, summary.final_loss,
+                   summary.final_eval_loss >= 0
+                       ? fmt::format(", eval loss {:.4f}", summary.final_eval_loss)
+                       : "",
+                   summary.tokens_per_s, double(summary.peak_mem_bytes) / (1 << 20));
+        return 0;
+      }};
 }
 
 }  // namespace h2::launcher

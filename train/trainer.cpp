@@ -6,11 +6,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "core/env.h"
 #include "core/error.h"
 #include "core/tensor_host.h"
 #include "parallel/dp/gradient_reducer.h"
+#include "parallel/exact_gather.h"
+#include "parallel/pipeline/generators.h"
+#include "parallel/pipeline/lowering.h"
+#include "parallel/pipeline/pipeline_runtime.h"
+#include "parallel/pipeline/validator.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/data/sampler.h"
 #include "train/optim/adamw.h"
@@ -21,10 +27,45 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<ParamRef> param_refs(models::Llama& model) {
+std::vector<ParamRef> param_refs(const std::vector<models::NamedParameter>& params) {
   std::vector<ParamRef> refs;
-  for (auto& p : model.named_parameters()) refs.push_back({p.name, p.param, p.grad});
+  for (const auto& p : params) refs.push_back({p.name, p.param, p.grad});
   return refs;
+}
+
+// The pipeline runtime of a `parallel.mode: pipeline` run over `group` (every rank a stage, or
+// `chunks` interleaved stages), its schedule generated, lowered and validated here.
+std::unique_ptr<parallel::pipeline::PipelineRuntime> make_pipeline(const config::TrainConfig& cfg,
+                                                                   models::Llama& model,
+                                                                   comm::Communicator& group) {
+  namespace pp = parallel::pipeline;
+  const auto kind = pp::parse_schedule_kind(cfg.parallel.schedule);
+  H2_CHECK(kind.has_value(), "unknown schedule '{}'", cfg.parallel.schedule);
+  // Schedule positions: stage groups of parallel.stage_ranks ranks each, or one rank each.
+  std::vector<int> group_sizes;
+  if (!cfg.parallel.stage_ranks.empty())
+    group_sizes = config::stage_layer_counts(cfg.parallel.stage_ranks, "parallel.stage_ranks");
+  const int positions = group_sizes.empty() ? group.size() : int(group_sizes.size());
+  const int stages = positions * int(cfg.parallel.chunks);
+  const int layers = int(cfg.model.n_layers);
+  pp::StageLayout layout;
+  if (cfg.parallel.stage_layers.empty()) {
+    layout = pp::StageLayout::uniform(layers, stages);
+  } else {
+    const std::vector<int> blocks = config::stage_layer_counts(cfg.parallel.stage_layers);
+    if (int(blocks.size()) != stages)
+      H2_THROW(ConfigError,
+               "parallel.stage_layers = '{}' ({}) lists {} stages; {} stage groups x "
+               "parallel.chunks {} make {}",
+               cfg.parallel.stage_layers, cfg.origin_of("parallel.stage_layers"), blocks.size(),
+               positions, cfg.parallel.chunks, stages);
+    layout = pp::StageLayout::from_block_counts(blocks, layers);
+  }
+  pp::Schedule schedule = pp::lower(
+      pp::generate(*kind, positions, int(cfg.train.grad_accum), int(cfg.parallel.chunks)));
+  pp::check_valid(schedule);
+  return std::make_unique<pp::PipelineRuntime>(model, std::move(layout), std::move(schedule), group,
+                                               cfg.model.seq_len, group_sizes);
 }
 
 // Each unit's gradients, units in forward order (what the gradient reducer buckets).
@@ -37,22 +78,6 @@ std::vector<std::vector<Tensor>> grads_per_unit(models::Llama& model) {
     for (models::Param* p : params) grads.back().push_back(p->grad);
   }
   return grads;
-}
-
-// Every rank's `values` in rank order, exactly: doubles travel as their bit patterns (i64), so
-// sums formed from them match a single process's, digit for digit.
-std::vector<std::vector<double>> gather_doubles(comm::Communicator& group, Device& host,
-                                                const std::vector<double>& values) {
-  const int64_t n = int64_t(values.size());
-  Tensor mine = Tensor::empty({n}, DType::i64, host);
-  std::memcpy(mine.data(), values.data(), size_t(n) * sizeof(double));
-  Tensor all = Tensor::empty({n * group.size()}, DType::i64, host);
-  group.all_gather(all, mine);
-  std::vector<std::vector<double>> out(size_t(group.size()), std::vector<double>(size_t(n)));
-  for (int r = 0; r < group.size(); ++r)
-    std::memcpy(out[size_t(r)].data(), static_cast<const char*>(all.data()) + r * n * 8,
-                size_t(n) * sizeof(double));
-  return out;
 }
 
 }  // namespace
@@ -81,15 +106,17 @@ struct Trainer::State {
   const config::TrainConfig& config;
   Runtime& runtime;
   Device& device;
-  comm::Communicator* group;  // nullptr: a single process
-  int rank = 0, ranks = 1;
+  comm::Communicator* group;      // the job's ranks (dp or pipeline); nullptr: a single process
+  int rank = 0;                   // in `group`; rank 0 prints and writes metrics
+  int dp_rank = 0, dp_ranks = 1;  // data-parallel position (one replica when pipelining)
   std::function<void(const std::string&)> print;  // no-op on ranks other than 0
   data::TokenDataset dataset;
   data::DataSplit split;
   std::unique_ptr<models::Llama> model;
   std::unique_ptr<AdamW> optimizer;
   std::unique_ptr<data::WindowSampler> sampler;
-  std::unique_ptr<parallel::GradientReducer> reducer;  // dp only
+  std::unique_ptr<parallel::GradientReducer> reducer;             // dp only
+  std::unique_ptr<parallel::pipeline::PipelineRuntime> pipeline;  // pipeline only
   MetricsLog metrics;
   LrSchedule schedule;
   double flops_per_token = 0;
@@ -98,13 +125,14 @@ struct Trainer::State {
   uint64_t base_position = 0;
 
   State(const config::TrainConfig& cfg, Runtime& rt, std::function<void(const std::string&)> out,
-        comm::Communicator* dp_group)
+        comm::Communicator* job)
       : config(cfg),
         runtime(rt),
         device(rt.device(cfg.train.device)),
-        group(dp_group),
-        rank(dp_group != nullptr ? dp_group->rank() : 0),
-        ranks(dp_group != nullptr ? dp_group->size() : 1),
+        group(job),
+        rank(job != nullptr ? job->rank() : 0),
+        dp_rank(job != nullptr && cfg.parallel.mode == "dp" ? job->rank() : 0),
+        dp_ranks(job != nullptr && cfg.parallel.mode == "dp" ? job->size() : 1),
         print(rank == 0 ? std::move(out) : [](const std::string&) {}),
         dataset(data::TokenDataset::load(cfg.data.path, data::parse_data_format(cfg.data.format))),
         split(dataset.split(cfg.data.val_fraction, cfg.model.seq_len)),
@@ -114,8 +142,13 @@ struct Trainer::State {
     model = std::make_unique<models::Llama>(
         llama, device,
         models::LlamaOptions{.dtype = cfg.train.dtype, .seed = uint64_t(cfg.train.seed)});
-    optimizer = std::make_unique<AdamW>(param_refs(*model),
-                                        AdamwOptions{.weight_decay = cfg.train.weight_decay});
+    if (cfg.parallel.mode == "pipeline") {
+      H2_CHECK(group != nullptr, "parallel.mode pipeline needs the job's communicator");
+      pipeline = make_pipeline(cfg, *model, *group);
+    }
+    optimizer = std::make_unique<AdamW>(
+        param_refs(pipeline ? pipeline->owned_parameters() : model->named_parameters()),
+        AdamwOptions{.weight_decay = cfg.train.weight_decay});
     sampler = std::make_unique<data::WindowSampler>(split.train, cfg.train.batch_size,
                                                     cfg.model.seq_len, uint64_t(cfg.train.seed));
     schedule = {.lr = cfg.train.lr,
@@ -123,7 +156,7 @@ struct Trainer::State {
                 .warmup_steps = cfg.train.warmup_steps,
                 .total_steps = cfg.train.steps};
     flops_per_token = training_flops_per_token(llama, model->num_parameters());
-    if (group != nullptr)
+    if (cfg.parallel.mode == "dp" && group != nullptr)
       reducer = std::make_unique<parallel::GradientReducer>(
           *group, grads_per_unit(*model), size_t(cfg.parallel.bucket_mb * (1 << 20)), rt.cpu());
   }
@@ -135,7 +168,30 @@ struct Trainer::State {
   }
 
   // Micro-batches of one optimizer step, over all ranks.
-  int64_t global_micro_batches() const { return config.train.grad_accum * ranks; }
+  int64_t global_micro_batches() const { return config.train.grad_accum * dp_ranks; }
+
+  // The global gradient norm. Pipelining: each parameter's sum of squares comes from the rank
+  // that counts it, added in Hugging Face order like one process, so the norm is bit-identical.
+  double grad_norm() {
+    if (!pipeline) return optimizer->grad_norm();
+    const auto all = model->named_parameters();
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < all.size(); ++i) index[all[i].name] = i;
+    std::vector<double> mine(2 * all.size(), 0.0);  // sums, then "counted here" flags
+    const std::vector<double> sums = optimizer->grad_sum_squares();
+    for (size_t i = 0; i < sums.size(); ++i) {
+      const std::string& name = optimizer->params()[i].name;
+      if (!pipeline->counts_in_norm(name)) continue;
+      mine[index.at(name)] = sums[i];
+      mine[all.size() + index.at(name)] = 1;
+    }
+    const auto gathered = parallel::gather_doubles(*group, runtime.cpu(), mine);
+    double total = 0;
+    for (size_t i = 0; i < all.size(); ++i)
+      for (const auto& from : gathered)
+        if (from[all.size() + i] == 1) total += from[i];
+    return std::sqrt(total);
+  }
 
   uint64_t position_at(int64_t step) const {
     return base_position + uint64_t((step - base_step) * global_micro_batches());
@@ -146,22 +202,27 @@ struct Trainer::State {
   void save(int64_t steps) {
     checkpoint::RankContents mine;
     const auto& params = optimizer->params();
+    // Data parallel: an even share of every tensor's rows. Pipelining: whole tensors of this
+    // rank's stages (a tied table written by the first stage's rank only).
     auto own = [&](std::vector<checkpoint::OwnedRows>& out, const std::string& name,
-                   const Tensor& t) {
+                   const std::string& param, const Tensor& t) {
+      const int64_t rows = checkpoint::shard_rows(t.shape());
       const auto [begin, end] =
-          checkpoint::even_rows(checkpoint::shard_rows(t.shape()), rank, ranks);
+          pipeline ? std::pair<int64_t, int64_t>{0, pipeline->counts_in_norm(param) ? rows : 0}
+                   : checkpoint::even_rows(rows, dp_rank, dp_ranks);
       out.push_back(
           {name, t.dtype(), t.shape(), begin, end,
            begin < end ? checkpoint::store_rows(t, begin, end) : checkpoint::StoredTensor{}});
     };
     for (size_t i = 0; i < params.size(); ++i) {
       const AdamW::State& st = optimizer->state()[i];
-      own(mine.model, params[i].name, st.master);
-      own(mine.optimizer, "m/" + params[i].name, st.m);
-      own(mine.optimizer, "v/" + params[i].name, st.v);
+      const std::string& name = params[i].name;
+      own(mine.model, name, name, st.master);
+      own(mine.optimizer, "m/" + name, name, st.m);
+      own(mine.optimizer, "v/" + name, name, st.v);
     }
     const checkpoint::TrainerState state{steps, position_at(steps), config::dump_yaml(config),
-                                         ranks};
+                                         group != nullptr ? group->size() : 1};
     std::string where = checkpoint::save_checkpoint(group, config.checkpoint.dir, state, mine,
                                                     config.checkpoint.keep_last);
     print(fmt::format("checkpoint: {}", where));
@@ -208,9 +269,15 @@ struct Trainer::State {
     const auto& t = config.train;
     const int64_t B = t.batch_size, T = config.model.seq_len;
     const float scale = 1.0f / float(global_micro_batches());
+    if (pipeline)
+      return pipeline->train_step([&](int mb) {
+        sampler->seek(position_at(step) + uint64_t(mb));
+        sampler->next(inputs, targets);
+        return parallel::pipeline::MicroBatch{upload(inputs), upload(targets), B};
+      });
     double loss = 0;
     for (int64_t micro = 0; micro < t.grad_accum; ++micro) {
-      sampler->seek(position_at(step) + uint64_t(rank * t.grad_accum + micro));
+      sampler->seek(position_at(step) + uint64_t(dp_rank * t.grad_accum + micro));
       sampler->next(inputs, targets);
       const bool last = micro + 1 == t.grad_accum;
       std::function<void(size_t)> unit_done;
@@ -223,7 +290,8 @@ struct Trainer::State {
     if (!reducer) return loss / double(t.grad_accum);
     reducer->finish();
     double total = 0;  // rank order, as one process would add its micro-batches
-    for (const auto& sums : gather_doubles(*group, runtime.cpu(), {loss})) total += sums[0];
+    for (const auto& sums : parallel::gather_doubles(*group, runtime.cpu(), {loss}))
+      total += sums[0];
     return total / double(global_micro_batches());
   }
 };
@@ -244,12 +312,26 @@ double Trainer::evaluate() {
   const int64_t B = s.config.train.batch_size, T = s.config.model.seq_len;
   data::EvalWindows windows(s.split.val, B, T);
   std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
-  std::vector<double> losses;  // per batch; batch b is computed by rank b % ranks
+  if (s.pipeline) {
+    std::vector<parallel::pipeline::MicroBatch> batches;
+    for (int64_t b = 0; b < s.config.train.eval_batches; ++b) {
+      const int64_t rows = windows.next(inputs, targets);
+      if (rows == 0) break;
+      inputs.resize(size_t(rows * T));
+      targets.resize(size_t(rows * T));
+      batches.push_back({s.upload(inputs), s.upload(targets), rows});
+      inputs.resize(size_t(B * T));
+      targets.resize(size_t(B * T));
+    }
+    if (batches.empty()) return -1;
+    return s.pipeline->evaluate([&](int mb) { return batches[size_t(mb)]; }, int(batches.size()));
+  }
+  std::vector<double> losses;  // per batch; batch b is computed by rank b % dp_ranks
   for (int64_t b = 0; b < s.config.train.eval_batches; ++b) {
     int64_t rows = windows.next(inputs, targets);
     if (rows == 0) break;
     losses.push_back(0);
-    if (b % s.ranks != s.rank) continue;
+    if (b % s.dp_ranks != s.dp_rank) continue;
     inputs.resize(size_t(rows * T));
     targets.resize(size_t(rows * T));
     losses.back() = s.model->loss(s.upload(inputs), s.upload(targets), rows, T);
@@ -257,9 +339,9 @@ double Trainer::evaluate() {
     targets.resize(size_t(B * T));
   }
   if (losses.empty()) return -1;
-  if (s.group != nullptr) {
-    const auto all = gather_doubles(*s.group, s.runtime.cpu(), losses);
-    for (size_t b = 0; b < losses.size(); ++b) losses[b] = all[b % size_t(s.ranks)][b];
+  if (s.reducer) {
+    const auto all = parallel::gather_doubles(*s.group, s.runtime.cpu(), losses);
+    for (size_t b = 0; b < losses.size(); ++b) losses[b] = all[b % size_t(s.dp_ranks)][b];
   }
   double total = 0;
   for (double l : losses) total += l;
@@ -271,14 +353,18 @@ TrainSummary Trainer::run() {
   const auto& t = s.config.train;
   const int64_t B = t.batch_size, T = s.config.model.seq_len;
   const double tokens_per_step = double(B * T * s.global_micro_batches());
-  const double peak = s.device.props().peak(t.dtype) * s.ranks;
+  const int ranks = s.group != nullptr ? s.group->size() : 1;
+  const double peak = s.device.props().peak(t.dtype) * ranks;
   s.print(fmt::format(
       "h2 train: {} parameters on {} ({}){}, {}; {} steps of {} tokens; data {} ({} train / {} "
       "val tokens)",
       s.model->num_parameters(), s.device.str(), s.device.props().name,
-      s.ranks > 1 ? fmt::format(" x {} ranks (data parallel, {} gradient bucket{})", s.ranks,
-                                s.reducer->num_buckets(), s.reducer->num_buckets() == 1 ? "" : "s")
-                  : "",
+      s.reducer    ? fmt::format(" x {} ranks (data parallel, {} gradient bucket{})", ranks,
+                                 s.reducer->num_buckets(), s.reducer->num_buckets() == 1 ? "" : "s")
+      : s.pipeline ? fmt::format(" x {} ranks (pipeline {}, stages {}, groups of {} ranks)", ranks,
+                                 s.config.parallel.schedule, s.pipeline->layout().str(),
+                                 s.pipeline->groups_str())
+                   : "",
       dtype_name(t.dtype), t.steps, int64_t(tokens_per_step), s.dataset.source(),
       s.split.train.size(), s.split.val.size()));
 
@@ -294,7 +380,7 @@ TrainSummary Trainer::run() {
     if (!std::isfinite(loss))
       H2_THROW(Error, "step {}: loss is {} (diverged); lower train.lr or raise warmup_steps",
                step + 1, loss);
-    double norm = s.optimizer->grad_norm();
+    double norm = s.grad_norm();
     double lr = s.schedule.at(step);
     s.optimizer->step(lr, clip_scale(norm, t.grad_clip));
     ++interval_steps;
@@ -340,7 +426,7 @@ TrainSummary Trainer::run() {
                          {"final_loss", summary.final_loss},
                          {"tokens_per_s", summary.tokens_per_s},
                          {"peak_mem_bytes", summary.peak_mem_bytes},
-                         {"ranks", s.ranks},
+                         {"ranks", ranks},
                          {"seconds", total}};
   if (summary.final_eval_loss >= 0) done["final_eval_loss"] = summary.final_eval_loss;
   if (s.rank == 0) s.metrics.write_done(done);

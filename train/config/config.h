@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -72,9 +73,16 @@ struct LogConfig {
 // How the ranks of a job share the work (shared/design/CLI.md: single, dp, pipeline).
 struct ParallelConfig {
   // single: one process; dp: data parallel over every rank of the job (replicated model,
-  // gradients all-reduced in buckets while backward runs).
+  // gradients all-reduced in buckets while backward runs); pipeline: every rank of the job is
+  // one pipeline stage (or `chunks` stages, interleaved), train.grad_accum micro-batches per step.
   std::string mode = "single";
-  double bucket_mb = 25;  // gradient all-reduce bucket size in MiB (dp)
+  double bucket_mb = 25;          // gradient all-reduce bucket size in MiB (dp)
+  std::string schedule = "1f1b";  // pipeline: gpipe, 1f1b, interleaved-1f1b, zb-h1
+  int64_t chunks = 1;             // pipeline: model chunks (stages) per rank, interleaved-1f1b
+  std::string stage_layers;       // pipeline: blocks per stage, "3,1"; empty: as even as possible
+  // pipeline: ranks per stage group, "2,1" (HeteroPP: a group splits each micro-batch's rows);
+  // empty: one rank per group.
+  std::string stage_ranks;
   bool operator==(const ParallelConfig&) const = default;
 };
 
@@ -121,6 +129,10 @@ struct ValidateOptions {
 
 // Range and cross-field checks (heads divide dim, even head dim, ...). Throws ConfigError.
 void validate(const TrainConfig& config, ValidateOptions options = {});
+
+// parallel.stage_layers / stage_ranks ("3,1") as counts; ConfigError naming `key` and a bad item.
+std::vector<int> stage_layer_counts(const std::string& text,
+                                    std::string_view key = "parallel.stage_layers");
 
 // Every key as a table (key, type, default, meaning), for `h2 train --help`.
 std::string help_table();

@@ -2,6 +2,7 @@
 // keys.cpp). Each message names every key involved, its value and where the value came from.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include "core/error.h"
@@ -90,12 +91,43 @@ void check_data_file(const TrainConfig& c) {
              show(c, "data.path", fmt::format("'{}'", path)));
 }
 
+void check_parallel(const TrainConfig& c) {
+  const ParallelConfig& p = c.parallel;
+  if (p.chunks > 1 && p.schedule != "interleaved-1f1b")
+    H2_THROW(ConfigError, "{} needs {}", show(c, "parallel.chunks", p.chunks),
+             show(c, "parallel.schedule", "interleaved-1f1b"));
+  if (p.stage_layers.empty()) return;
+  const std::vector<int> blocks = stage_layer_counts(p.stage_layers);
+  int64_t sum = 0;
+  for (int b : blocks) sum += b;
+  if (sum != c.model.n_layers)
+    H2_THROW(ConfigError, "{} sums to {} blocks, but {}",
+             show(c, "parallel.stage_layers", fmt::format("'{}'", p.stage_layers)), sum,
+             show(c, "model.n_layers", c.model.n_layers));
+}
+
 }  // namespace
+
+std::vector<int> stage_layer_counts(const std::string& text, std::string_view key) {
+  std::vector<int> blocks;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    if (!numeric(item) || item.size() > 6)
+      H2_THROW(ConfigError, "{} = '{}': '{}' is not a count", key, text, item);
+    blocks.push_back(std::stoi(item));
+    start = comma + 1;
+  }
+  return blocks;
+}
 
 void validate(const TrainConfig& config, ValidateOptions options) {
   check_model(config);
   check_train(config);
   check_checkpoint(config);
+  check_parallel(config);
   if (options.check_files) check_data_file(config);
 }
 

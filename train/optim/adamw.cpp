@@ -26,13 +26,19 @@ AdamW::AdamW(std::vector<ParamRef> params, AdamwOptions options)
   }
 }
 
-double AdamW::grad_norm() const {
-  double total = 0;
+std::vector<double> AdamW::grad_sum_squares() const {
+  std::vector<double> sums;
   for (const ParamRef& p : params_) {
     Tensor sq = Tensor::empty({1}, DType::f32, p.grad.device());
     ops::sum_squares({.out = sq, .in = p.grad});
-    total += double(tensor_to_floats(sq)[0]);
+    sums.push_back(double(tensor_to_floats(sq)[0]));
   }
+  return sums;
+}
+
+double AdamW::grad_norm() const {
+  double total = 0;
+  for (double s : grad_sum_squares()) total += s;
   return std::sqrt(total);
 }
 

@@ -33,6 +33,9 @@ class AdamW {
 
   // sqrt(sum of squares of every gradient), accumulated in double across parameters.
   double grad_norm() const;
+  // Each parameter's sum of squared gradient elements (f32 reduction, as grad_norm sums them),
+  // for a norm whose parameters live on several ranks.
+  std::vector<double> grad_sum_squares() const;
   // One update at rate `lr`; gradients are multiplied by grad_scale first (1: no clipping).
   void step(double lr, double grad_scale = 1.0);
   // Sets every gradient to zero (before accumulating the next step's micro-batches).

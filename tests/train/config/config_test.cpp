@@ -53,8 +53,12 @@ log:
   metrics_file: out/metrics.jsonl
   trace_file: out/trace.json
 parallel:
-  mode: dp
+  mode: pipeline
   bucket_mb: 4.5
+  schedule: interleaved-1f1b
+  chunks: 2
+  stage_layers: "3,3"
+  stage_ranks: "2,1"
 checkpoint:
   dir: out/ckpt
   every: 100
@@ -97,8 +101,12 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.log.every, 5);
   EXPECT_EQ(c.log.metrics_file, "out/metrics.jsonl");
   EXPECT_EQ(c.log.trace_file, "out/trace.json");
-  EXPECT_EQ(c.parallel.mode, "dp");
+  EXPECT_EQ(c.parallel.mode, "pipeline");
   EXPECT_DOUBLE_EQ(c.parallel.bucket_mb, 4.5);
+  EXPECT_EQ(c.parallel.schedule, "interleaved-1f1b");
+  EXPECT_EQ(c.parallel.chunks, 2);
+  EXPECT_EQ(c.parallel.stage_layers, "3,3");
+  EXPECT_EQ(c.parallel.stage_ranks, "2,1");
   EXPECT_EQ(c.checkpoint.dir, "out/ckpt");
   EXPECT_EQ(c.checkpoint.every, 100);
   EXPECT_EQ(c.checkpoint.keep_last, 2);

@@ -7,15 +7,13 @@
 // Every training runs in a forked child (a process that used OpenMP must not fork workers).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "multiproc.h"
+#include "support/training_runs.h"
 #include "train/checkpoint/checkpoint.h"
-#include "train/data/default_data.h"
 #include "train/trainer.h"
 
 namespace h2::train {
@@ -25,65 +23,14 @@ namespace fs = std::filesystem;
 using comm::testing::describe;
 using comm::testing::RankContext;
 using comm::testing::run_ranks;
+using namespace testing;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-config::TrainConfig small_config(const fs::path& dir) {
-  config::TrainConfig cfg = config::parse_yaml(R"(
-model: {vocab_size: 256, dim: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 64, seq_len: 32}
-train: {batch_size: 4, steps: 20, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 3, eval_every: 10, eval_batches: 3, seed: 11}
-log: {every: 1}
-parallel: {bucket_mb: 0.01}
-)",
-                                               "test");
-  cfg.data.path = data::default_text_path(dir.string());
-  return cfg;
-}
-
-// Trains `cfg` on `ranks` forked ranks (data parallel when ranks > 1; a plain single process
-// when 1) and fails the test with every rank's message if one fails.
+// Data parallel when ranks > 1; a plain single process when 1.
 void train(config::TrainConfig cfg, int ranks) {
   cfg.parallel.mode = ranks > 1 ? "dp" : "single";
-  const auto outcomes = run_ranks(ranks, [&](RankContext& ctx) {
-    Trainer trainer(
-        cfg, ctx.runtime, [](const std::string&) {}, ranks > 1 ? &ctx.comm() : nullptr);
-    trainer.run();
-  });
-  for (const auto& o : outcomes) ASSERT_EQ(o.exit_code, 0) << describe(outcomes);
+  train_on_ranks(cfg, ranks);
 }
 
-struct Curve {
-  std::map<int64_t, double> loss, eval_loss;
-};
-
-Curve read_metrics(const fs::path& path) {
-  Curve curve;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (!j.contains("step")) continue;
-    curve.loss[j["step"]] = j["loss"];
-    if (j.contains("eval_loss")) curve.eval_loss[j["step"]] = j["eval_loss"];
-  }
-  return curve;
-}
-
-void expect_close(const std::map<int64_t, double>& got, const std::map<int64_t, double>& want,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (const auto& [step, w] : want) {
-    ASSERT_TRUE(got.contains(step)) << what << " step " << step;
-    EXPECT_LE(std::abs(got.at(step) - w), 1e-5 * std::abs(w))
-        << what << " at step " << step << ": " << got.at(step) << " vs " << w;
-  }
-}
-
-// Largest |a - b| over a tensor relative to the tensor's largest |b|, over every model tensor.
 // Parameters cannot be compared to the 1e-5 of the losses: one process adds its second
 // micro-batch's gradient inside the GEMM (beta = 1), data parallelism adds two rounded products,
 // and AdamW's normalised update (about lr per element, whatever the gradient's size) turns
@@ -91,25 +38,6 @@ void expect_close(const std::map<int64_t, double>& got, const std::map<int64_t, 
 // scale after 20 steps. kParamTolerance bounds that; a wrong shard or a missing reduction moves
 // parameters by far more (and the losses by more than 1e-5).
 constexpr double kParamTolerance = 1e-3;
-
-double max_relative_difference(const std::string& a_dir, const std::string& b_dir) {
-  auto a = checkpoint::read_model_tensors(a_dir), b = checkpoint::read_model_tensors(b_dir);
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (const auto& [name, t] : b) {
-    const auto& u = a.at(name);
-    EXPECT_EQ(u.shape, t.shape) << name;
-    const float* x = reinterpret_cast<const float*>(u.bytes.data());
-    const float* y = reinterpret_cast<const float*>(t.bytes.data());
-    double diff = 0, scale = 0;
-    for (int64_t i = 0; i < t.shape.numel(); ++i) {
-      diff = std::max(diff, std::abs(double(x[i]) - y[i]));
-      scale = std::max(scale, std::abs(double(y[i])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
 
 TEST(DataParallel, TwoRanksMatchOneProcessAccumulatingTheSameGlobalBatch) {
   const fs::path dir = fresh_dir("h2_dp_equivalence");

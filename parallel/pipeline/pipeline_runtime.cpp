@@ -1,0 +1,300 @@
+// The pipeline runtime (see pipeline_runtime.h).
+#include "parallel/pipeline/pipeline_runtime.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "core/error.h"
+#include "core/runtime.h"
+#include "parallel/exact_gather.h"
+
+namespace h2::parallel::pipeline {
+namespace {
+
+constexpr const char* kTable = "model.embed_tokens.weight";
+
+std::pair<int64_t, int64_t> intersect(std::pair<int64_t, int64_t> a,
+                                      std::pair<int64_t, int64_t> b) {
+  return {std::max(a.first, b.first), std::min(a.second, b.second)};
+}
+
+}  // namespace
+
+PipelineRuntime::PipelineRuntime(models::Llama& model, StageLayout layout, Schedule schedule,
+                                 comm::Communicator& job, int64_t seq_len,
+                                 std::vector<int> group_sizes)
+    : model_(model),
+      units_(model.units()),
+      layout_(std::move(layout)),
+      schedule_(std::move(schedule)),
+      job_(job),
+      seq_len_(seq_len) {
+  schedule_.check_shape();
+  if (group_sizes.empty()) group_sizes.assign(size_t(schedule_.ranks), 1);
+  const int total = std::accumulate(group_sizes.begin(), group_sizes.end(), 0);
+  if (int(group_sizes.size()) != schedule_.ranks || total != job.size())
+    H2_THROW(ConfigError,
+             "stage groups of [{}] ranks: a schedule of {} positions on a job of {} ranks needs "
+             "{} groups summing to {}",
+             fmt::join(group_sizes, ", "), schedule_.ranks, job.size(), schedule_.ranks,
+             job.size());
+  H2_CHECK(schedule_.stages == layout_.stages(), "a schedule of {} stages for a layout of {}",
+           schedule_.stages, layout_.stages());
+  H2_CHECK(layout_.first.back() == int(units_.size()),
+           "the layout covers {} units; the model has {}", layout_.first.back(), units_.size());
+  int next = 0;
+  for (int q = 0; q < schedule_.ranks; ++q) {
+    groups_.emplace_back();
+    for (int k = 0; k < group_sizes[size_t(q)]; ++k, ++next) {
+      if (next == job.rank()) {
+        position_ = q;
+        group_rank_ = k;
+      }
+      groups_.back().push_back(next);
+    }
+  }
+  const bool grouped =
+      std::any_of(group_sizes.begin(), group_sizes.end(), [](int g) { return g > 1; });
+  if (grouped) group_ = job_.split(position_, group_rank_);
+  const int first = position_of(0), last = position_of(schedule_.stages - 1);
+  if (model_.config().tie_embeddings && first != last) {
+    if (grouped)
+      H2_THROW(ConfigError,
+               "tied embeddings need one rank per pipeline stage group (groups [{}]); set "
+               "model.tie_embeddings: false",
+               fmt::join(group_sizes, ", "));
+    tied_pair_ = job_.split(position_ == first || position_ == last ? 0 : -1, job_.rank());
+  }
+}
+
+PipelineRuntime::~PipelineRuntime() = default;
+
+std::string PipelineRuntime::groups_str() const {
+  std::vector<size_t> sizes;
+  for (const auto& g : groups_) sizes.push_back(g.size());
+  return fmt::format("{}", fmt::join(sizes, "+"));
+}
+
+bool PipelineRuntime::owns_unit(int unit) const {
+  return here(layout_.stage_of_unit(unit));
+}
+
+std::vector<models::NamedParameter> PipelineRuntime::owned_parameters() {
+  std::vector<models::NamedParameter> owned;
+  const int head = int(units_.size()) - 1;
+  const bool tied = model_.config().tie_embeddings;
+  for (auto& p : model_.named_parameters()) {
+    int unit = 0;  // the unit whose collect() lists it
+    for (int u = 0; u < int(units_.size()); ++u) {
+      std::vector<models::Param*> params;
+      units_[size_t(u)]->collect(params);
+      for (models::Param* q : params)
+        if (q->name == p.name) unit = u;
+    }
+    if (owns_unit(unit) || (p.name == kTable && tied && owns_unit(head))) owned.push_back(p);
+  }
+  return owned;
+}
+
+bool PipelineRuntime::counts_in_norm(const std::string& name) const {
+  if (group_rank_ != 0) return false;
+  return name != kTable || owns_unit(0);
+}
+
+int PipelineRuntime::tag(int from_stage, int mb, bool gradient) const {
+  return (mb * schedule_.stages + from_stage) * 2 + (gradient ? 1 : 0);
+}
+
+std::pair<int64_t, int64_t> PipelineRuntime::rows_of(int q, int k, int mb) const {
+  const int64_t rows = batches_.at(size_t(mb)).rows;
+  const int64_t g = int64_t(groups_.at(size_t(q)).size());
+  return {rows * k / g, rows * (k + 1) / g};
+}
+
+Tensor PipelineRuntime::take_incoming(std::map<Key, Incoming>& box, Key key, const char* what) {
+  auto it = box.find(key);
+  H2_CHECK(it != box.end(), "stage {} micro-batch {}: no {} (schedule order broken)", key.stage,
+           key.microbatch, what);
+  for (auto& request : it->second.requests) request->wait();
+  Tensor t = std::move(it->second.tensor);
+  box.erase(it);
+  return t;
+}
+
+void PipelineRuntime::post_sends(const Tensor& mine, int stage, int peer_stage, int mb,
+                                 bool gradient) {
+  const auto rows = rows_of(position_, group_rank_, mb);
+  const int q = position_of(peer_stage);
+  for (int j = 0; j < int(groups_[size_t(q)].size()); ++j) {
+    const auto [lo, hi] = intersect(rows, rows_of(q, j, mb));
+    if (lo >= hi) continue;
+    sends_.push_back(job_.isend(mine.slice(0, lo - rows.first, hi - rows.first),
+                                groups_[size_t(q)][size_t(j)], tag(stage, mb, gradient)));
+  }
+}
+
+void PipelineRuntime::post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
+                                    bool gradient) {
+  const auto rows = rows_of(position_, group_rank_, mb);
+  Incoming in{Tensor::empty({rows.second - rows.first, seq_len_, model_.config().dim},
+                            model_.dtype(), model_.device()),
+              {}};
+  const int q = position_of(peer_stage);
+  for (int k = 0; k < int(groups_[size_t(q)].size()); ++k) {
+    const auto [lo, hi] = intersect(rows, rows_of(q, k, mb));
+    if (lo >= hi) continue;
+    in.requests.push_back(job_.irecv(in.tensor.slice(0, lo - rows.first, hi - rows.first),
+                                     groups_[size_t(q)][size_t(k)], tag(peer_stage, mb, gradient)));
+  }
+  box[{stage, mb}] = std::move(in);
+}
+
+void PipelineRuntime::forward(int stage, int mb, bool training) {
+  const MicroBatch& batch = batches_.at(size_t(mb));
+  const auto [begin, end] = rows_of(position_, group_rank_, mb);
+  const int64_t rows = end - begin;
+  Tensor x = stage == 0 ? batch.ids.view({batch.rows, seq_len_}).slice(0, begin, end)
+                        : take_incoming(inputs_, {stage, mb}, "input activation");
+  std::vector<models::Stash> stashes;
+  for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
+    x = units_[size_t(u)]->forward(x);
+    if (training)
+      stashes.push_back(units_[size_t(u)]->take_stash());
+    else
+      units_[size_t(u)]->clear();
+  }
+  if (training) stashes_[{stage, mb}] = std::move(stashes);
+  if (stage + 1 < schedule_.stages) {
+    if (here(stage + 1))
+      inputs_[{stage + 1, mb}] = {x, {}};  // the next stage is here: hand it over
+    else
+      outputs_[{stage, mb}] = x;
+    return;
+  }
+  const int64_t V = model_.config().vocab_size;
+  Tensor logits = x.view({rows * seq_len_, V});
+  Tensor targets = batch.targets.view({batch.rows, seq_len_}).slice(0, begin, end);
+  targets = targets.view({rows * seq_len_});
+  // This rank's rows are rows / M of the micro-batch: its mean loss counts that much.
+  const bool whole = rows == batch.rows;
+  const double share = double(rows) / double(batch.rows);
+  const float m = float(schedule_.microbatches);
+  Tensor dlogits;
+  if (training) dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  const float scale = !training ? 1.0f : whole ? 1.0f / m : float(share / double(m));
+  const models::LossSum l = models::cross_entropy_loss(logits, targets, dlogits, scale);
+  const double mean = l.count > 0 ? double(float(l.sum / double(l.count))) : 0.0;
+  losses_.at(size_t(mb)) = whole ? mean : share * mean;
+  if (training) out_grads_[{stage, mb}] = {dlogits.view({rows, seq_len_, V}), {}};
+}
+
+void PipelineRuntime::backward(int stage, int mb) {
+  Tensor grad = take_incoming(out_grads_, {stage, mb}, "output gradient");
+  auto stash = stashes_.find({stage, mb});
+  H2_CHECK(stash != stashes_.end(), "stage {} micro-batch {}: backward before forward", stage, mb);
+  for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
+    units_[size_t(u)]->put_stash(std::move(stash->second[size_t(u - layout_.begin(stage))]));
+    grad = units_[size_t(u)]->backward(grad);
+  }
+  stashes_.erase(stash);
+  if (stage == 0) return;
+  if (here(stage - 1))
+    out_grads_[{stage - 1, mb}] = {grad, {}};
+  else
+    in_grads_[{stage, mb}] = grad;
+}
+
+void PipelineRuntime::reduce_grads(int stage) {
+  if (!group_ || group_->size() == 1) return;
+  for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
+    std::vector<models::Param*> params;
+    units_[size_t(u)]->collect(params);
+    for (models::Param* p : params) group_->all_reduce(p->grad, comm::ReduceOp::sum);
+  }
+}
+
+double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatchSource& source,
+                            int microbatches, bool training) {
+  batches_.clear();
+  for (int mb = 0; mb < microbatches; ++mb) batches_.push_back(source(mb));
+  losses_.assign(size_t(microbatches), 0.0);
+  for (const Action& a : actions) {
+    switch (a.kind) {
+      case ActionKind::F:
+        forward(a.stage, a.microbatch, training);
+        break;
+      case ActionKind::B:
+      case ActionKind::I:
+        backward(a.stage, a.microbatch);
+        break;
+      case ActionKind::W:  // weight gradients were computed with I (see the header)
+        break;
+      case ActionKind::SEND_F:
+        post_sends(outputs_.at({a.stage, a.microbatch}), a.stage, a.peer, a.microbatch, false);
+        break;
+      case ActionKind::SEND_B:
+        post_sends(in_grads_.at({a.stage, a.microbatch}), a.stage, a.peer, a.microbatch, true);
+        break;
+      case ActionKind::RECV_F:
+        post_receives(inputs_, a.stage, a.peer, a.microbatch, false);
+        break;
+      case ActionKind::RECV_B:
+        post_receives(out_grads_, a.stage, a.peer, a.microbatch, true);
+        break;
+      case ActionKind::REDUCE_GRAD:
+        reduce_grads(a.stage);
+        break;
+      case ActionKind::UNSHARD:
+      case ActionKind::RESHARD:
+        break;  // parameters are replicated within a group
+    }
+  }
+  for (auto& request : sends_) request->wait();
+  sends_.clear();
+  outputs_.clear();
+  in_grads_.clear();
+  H2_CHECK(inputs_.empty() && out_grads_.empty() && stashes_.empty(),
+           "rank {}: the step ended with {} inputs, {} gradients and {} stashes unused",
+           job_.rank(), inputs_.size(), out_grads_.size(), stashes_.size());
+  // The loss: each micro-batch's shares added in rank order, then the micro-batches in order,
+  // as one process adds its micro-batch losses.
+  const auto all = gather_doubles(job_, model_.device().runtime().cpu(), losses_);
+  const std::vector<int>& last = groups_[size_t(position_of(schedule_.stages - 1))];
+  double total = 0;
+  for (int mb = 0; mb < microbatches; ++mb) {
+    double loss = 0;
+    for (int rank : last) loss += all[size_t(rank)][size_t(mb)];
+    total += loss;
+  }
+  return total / double(microbatches);
+}
+
+double PipelineRuntime::train_step(const MicroBatchSource& source) {
+  const double loss =
+      run(schedule_.per_rank.at(size_t(position_)), source, schedule_.microbatches, true);
+  sum_tied_grads();
+  return loss;
+}
+
+double PipelineRuntime::evaluate(const MicroBatchSource& source, int microbatches) {
+  // Forwards only, every micro-batch through the stages in order (GPipe's forward half).
+  std::vector<Action> actions;
+  for (int mb = 0; mb < microbatches; ++mb)
+    for (int s = 0; s < schedule_.stages; ++s) {
+      if (!here(s)) continue;
+      if (s > 0 && !here(s - 1)) actions.push_back(Action::comm(ActionKind::RECV_F, s, mb, s - 1));
+      actions.push_back(Action::compute(ActionKind::F, s, mb));
+      if (s + 1 < schedule_.stages && !here(s + 1))
+        actions.push_back(Action::comm(ActionKind::SEND_F, s, mb, s + 1));
+    }
+  return run(actions, source, microbatches, false);
+}
+
+void PipelineRuntime::sum_tied_grads() {
+  if (!tied_pair_) return;
+  for (auto& p : model_.named_parameters())
+    if (p.name == kTable) tied_pair_->all_reduce(p.grad, comm::ReduceOp::sum);
+}
+
+}  // namespace h2::parallel::pipeline

@@ -1,0 +1,125 @@
+// Runs one rank's part of a pipeline schedule (schedules as data: action.h) on a model's units,
+// with HeteroPP's stage groups: a schedule position (a "rank" of the schedule) is a group of one
+// or more ranks of the job, of any size, each group running its stages' units.
+//
+// Every stage runs a contiguous range of units (stage_layout.h). A micro-batch of M rows is
+// split over a group of g ranks, rank k taking rows [M k / g, M (k + 1) / g); between stages whose
+// groups differ, activations and gradients are re-split: each rank sends the rows it holds to the
+// ranks of the next (or previous) group that own them.
+//
+// For every action of the position's lowered list, in order: F runs the stage's units forward on
+// the rank's rows (the token ids on stage 0, else the activation received from, or left by, the
+// previous stage) and takes each unit's stash out, keyed by micro-batch; the last stage also
+// computes the loss and its gradient, scaled so that the group's gradients add up to the
+// gradient of the micro-batch's mean loss over all its rows, divided by m. B puts the stashes
+// back and runs the units backward, accumulating weight gradients. SEND_*/RECV_* post
+// non-blocking transfers; a receive is waited for by the compute that consumes it. I runs the
+// whole backward and W nothing: the layers do not split input and weight gradients yet, so ZB-H1
+// runs with 1F1B's timing. REDUCE_GRAD sums the stage's gradients over its group (parameters are
+// replicated within a group); UNSHARD and RESHARD are no-ops.
+//
+// A stage's micro-batch gradients accumulate in micro-batch order, as in one process with
+// gradient accumulation, so a pipeline of one-rank groups reproduces its numerics bit for bit.
+// With tied embeddings (one-rank groups only) the table lives on the first and the last stage's
+// ranks; their gradients are summed between them at the end of the step.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "models/llama.h"
+#include "parallel/pipeline/action.h"
+#include "parallel/pipeline/stage_layout.h"
+
+namespace h2::parallel::pipeline {
+
+// One micro-batch, whole (every rank sees every row): token ids and targets (rows * T, i32 on
+// the model's device) and its rows.
+struct MicroBatch {
+  Tensor ids, targets;
+  int64_t rows = 0;
+};
+// Every rank calls it for every micro-batch of the step (it must be cheap and deterministic).
+using MicroBatchSource = std::function<MicroBatch(int microbatch)>;
+
+class PipelineRuntime {
+ public:
+  // `schedule`: the lowered schedule of `group_sizes.size()` positions (empty: one rank per
+  // position); position q is the job's ranks sum(group_sizes[< q]) .. + group_sizes[q] - 1, and
+  // stage s runs layout's units. Collective over `job` (creates the group communicators).
+  PipelineRuntime(models::Llama& model, StageLayout layout, Schedule schedule,
+                  comm::Communicator& job, int64_t seq_len, std::vector<int> group_sizes = {});
+  ~PipelineRuntime();
+
+  // One step: every action of this rank's position. Returns the mean loss over the step's
+  // micro-batches, on every rank. Gradients accumulate (the caller zeroes them between steps).
+  double train_step(const MicroBatchSource& source);
+  // Forward only over `microbatches` micro-batches (evaluation); the mean loss on every rank.
+  double evaluate(const MicroBatchSource& source, int microbatches);
+
+  // Whether this rank runs the unit (an index into model.units()).
+  bool owns_unit(int unit) const;
+  // The parameters this rank updates, in Hugging Face order (a tied table on the first and the
+  // last stage's ranks both), and whether this rank counts the parameter in the global gradient
+  // norm and writes it to checkpoints (one rank per parameter: rank 0 of its group; the tied
+  // table: the first stage's).
+  std::vector<models::NamedParameter> owned_parameters();
+  bool counts_in_norm(const std::string& name) const;
+
+  const StageLayout& layout() const { return layout_; }
+  const Schedule& schedule() const { return schedule_; }
+  // "2+1 ranks" style description of the groups.
+  std::string groups_str() const;
+
+ private:
+  struct Key {
+    int stage, microbatch;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Incoming {
+    Tensor tensor;
+    std::vector<std::unique_ptr<comm::Request>> requests;  // empty for a local hand-over
+  };
+
+  double run(const std::vector<Action>& actions, const MicroBatchSource& source, int microbatches,
+             bool training);
+  void forward(int stage, int mb, bool training);
+  void backward(int stage, int mb);
+  void post_sends(const Tensor& mine, int stage, int peer_stage, int mb, bool gradient);
+  void post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
+                     bool gradient);
+  Tensor take_incoming(std::map<Key, Incoming>& box, Key key, const char* what);
+  void reduce_grads(int stage);
+  void sum_tied_grads();
+  int tag(int from_stage, int mb, bool gradient) const;
+  int position_of(int stage) const { return schedule_.rank_of(stage); }
+  bool here(int stage) const { return position_of(stage) == position_; }
+  // Rows [begin, end) of micro-batch `mb` that rank k of position q's group holds.
+  std::pair<int64_t, int64_t> rows_of(int q, int k, int mb) const;
+
+  models::Llama& model_;
+  std::vector<models::Unit*> units_;
+  StageLayout layout_;
+  Schedule schedule_;
+  comm::Communicator& job_;
+  int64_t seq_len_;
+  std::vector<std::vector<int>> groups_;  // job ranks of each position
+  int position_ = 0, group_rank_ = 0;
+  std::unique_ptr<comm::Communicator> group_;      // this position's ranks (when more than one)
+  std::unique_ptr<comm::Communicator> tied_pair_;  // first and last stage's ranks, when tied
+
+  // Per step.
+  std::vector<MicroBatch> batches_;
+  std::map<Key, std::vector<models::Stash>> stashes_;
+  std::map<Key, Incoming> inputs_;     // stage's input activation (received or handed over)
+  std::map<Key, Incoming> out_grads_;  // gradient of the stage's output
+  std::map<Key, Tensor> outputs_;      // stage's output activation, kept until sent
+  std::map<Key, Tensor> in_grads_;     // gradient of the stage's input, kept until sent
+  std::vector<std::unique_ptr<comm::Request>> sends_;
+  std::vector<double> losses_;  // per micro-batch: this rank's share of the mean loss
+};
+
+}  // namespace h2::parallel::pipeline
