@@ -76,6 +76,12 @@ std::string PipelineRuntime::groups_str() const {
   return fmt::format("{}", fmt::join(sizes, "+"));
 }
 
+std::map<int, int> PipelineRuntime::stashed_per_stage() const {
+  std::map<int, int> counts;
+  for (const auto& [key, stash] : stashes_) ++counts[key.stage];
+  return counts;
+}
+
 bool PipelineRuntime::owns_unit(int unit) const {
   return here(layout_.stage_of_unit(unit));
 }
@@ -219,7 +225,10 @@ double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatch
   batches_.clear();
   for (int mb = 0; mb < microbatches; ++mb) batches_.push_back(source(mb));
   losses_.assign(size_t(microbatches), 0.0);
+  ActionObserver* observer = training ? observer_ : nullptr;
+  if (observer) observer->step_started();
   for (const Action& a : actions) {
+    if (observer) observer->action_started(a);
     switch (a.kind) {
       case ActionKind::F:
         forward(a.stage, a.microbatch, training);
@@ -249,9 +258,11 @@ double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatch
       case ActionKind::RESHARD:
         break;  // parameters are replicated within a group
     }
+    if (observer) observer->action_finished(a);
   }
   for (auto& request : sends_) request->wait();
   sends_.clear();
+  if (observer) observer->step_finished();
   outputs_.clear();
   in_grads_.clear();
   H2_CHECK(inputs_.empty() && out_grads_.empty() && stashes_.empty(),

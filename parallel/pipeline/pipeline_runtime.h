@@ -36,6 +36,17 @@
 
 namespace h2::parallel::pipeline {
 
+// Told when each action of a training step starts and ends on this rank (a timeline, the
+// measured bubble, peak stashes). Called on the rank's own thread, in action order.
+class ActionObserver {
+ public:
+  virtual ~ActionObserver() = default;
+  virtual void step_started() {}
+  virtual void action_started(const Action& action) = 0;
+  virtual void action_finished(const Action& action) = 0;
+  virtual void step_finished() {}
+};
+
 // One micro-batch, whole (every rank sees every row): token ids and targets (rows * T, i32 on
 // the model's device) and its rows.
 struct MicroBatch {
@@ -59,6 +70,11 @@ class PipelineRuntime {
   double train_step(const MicroBatchSource& source);
   // Forward only over `microbatches` micro-batches (evaluation); the mean loss on every rank.
   double evaluate(const MicroBatchSource& source, int microbatches);
+
+  // Receives every training step's actions (not evaluation's); nullptr stops. Not owned.
+  void set_observer(ActionObserver* observer) { observer_ = observer; }
+  // Activations stashed on this rank right now (forwards whose backward has not run), by stage.
+  std::map<int, int> stashed_per_stage() const;
 
   // Whether this rank runs the unit (an index into model.units()).
   bool owns_unit(int unit) const;
@@ -110,6 +126,7 @@ class PipelineRuntime {
   int position_ = 0, group_rank_ = 0;
   std::unique_ptr<comm::Communicator> group_;      // this position's ranks (when more than one)
   std::unique_ptr<comm::Communicator> tied_pair_;  // first and last stage's ranks, when tied
+  ActionObserver* observer_ = nullptr;
 
   // Per step.
   std::vector<MicroBatch> batches_;
