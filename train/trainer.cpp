@@ -13,6 +13,7 @@
 #include "core/tensor_host.h"
 #include "parallel/dp/gradient_reducer.h"
 #include "parallel/exact_gather.h"
+#include "parallel/fsdp/sharded_adamw.h"
 #include "parallel/pipeline/generators.h"
 #include "parallel/pipeline/lowering.h"
 #include "parallel/pipeline/pipeline_runtime.h"
@@ -61,11 +62,15 @@ std::unique_ptr<parallel::pipeline::PipelineRuntime> make_pipeline(const config:
                positions, cfg.parallel.chunks, stages);
     layout = pp::StageLayout::from_block_counts(blocks, layers);
   }
-  pp::Schedule schedule = pp::lower(
-      pp::generate(*kind, positions, int(cfg.train.grad_accum), int(cfg.parallel.chunks)));
+  pp::LoweringOptions lowering;
+  lowering.fsdp = cfg.parallel.fsdp;
+  lowering.unshard.group_size = int(cfg.parallel.gather_group);
+  pp::Schedule schedule =
+      pp::lower(pp::generate(*kind, positions, int(cfg.train.grad_accum), int(cfg.parallel.chunks)),
+                lowering);
   pp::check_valid(schedule);
   return std::make_unique<pp::PipelineRuntime>(model, std::move(layout), std::move(schedule), group,
-                                               cfg.model.seq_len, group_sizes);
+                                               cfg.model.seq_len, group_sizes, cfg.parallel.fsdp);
 }
 
 // Each unit's gradients, units in forward order (what the gradient reducer buckets).
@@ -113,7 +118,8 @@ struct Trainer::State {
   data::TokenDataset dataset;
   data::DataSplit split;
   std::unique_ptr<models::Llama> model;
-  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<AdamW> optimizer;                       // replicated parameters
+  std::unique_ptr<parallel::fsdp::ShardedAdamW> sharded;  // FSDP: the shards instead
   std::unique_ptr<data::WindowSampler> sampler;
   std::unique_ptr<parallel::GradientReducer> reducer;             // dp only
   std::unique_ptr<parallel::pipeline::PipelineRuntime> pipeline;  // pipeline only
@@ -146,9 +152,12 @@ struct Trainer::State {
       H2_CHECK(group != nullptr, "parallel.mode pipeline needs the job's communicator");
       pipeline = make_pipeline(cfg, *model, *group);
     }
-    optimizer = std::make_unique<AdamW>(
-        param_refs(pipeline ? pipeline->owned_parameters() : model->named_parameters()),
-        AdamwOptions{.weight_decay = cfg.train.weight_decay});
+    const AdamwOptions adamw{.weight_decay = cfg.train.weight_decay};
+    if (pipeline && pipeline->fsdp())
+      sharded = std::make_unique<parallel::fsdp::ShardedAdamW>(pipeline->flat_groups(), adamw);
+    else
+      optimizer = std::make_unique<AdamW>(
+          param_refs(pipeline ? pipeline->owned_parameters() : model->named_parameters()), adamw);
     sampler = std::make_unique<data::WindowSampler>(split.train, cfg.train.batch_size,
                                                     cfg.model.seq_len, uint64_t(cfg.train.seed));
     schedule = {.lr = cfg.train.lr,
@@ -173,6 +182,7 @@ struct Trainer::State {
   // The global gradient norm. Pipelining: each parameter's sum of squares comes from the rank
   // that counts it, added in Hugging Face order like one process, so the norm is bit-identical.
   double grad_norm() {
+    if (sharded) return sharded->grad_norm(*group);
     if (!pipeline) return optimizer->grad_norm();
     const auto all = model->named_parameters();
     std::map<std::string, size_t> index;
@@ -200,6 +210,48 @@ struct Trainer::State {
   // Writes DIR/step_NNNNNN after `steps` optimizer steps: each rank its even share of the rows
   // of every tensor (collective).
   void save(int64_t steps) {
+    checkpoint::RankContents mine = sharded ? fsdp_contents() : replicated_contents();
+    const checkpoint::TrainerState state{steps, position_at(steps), config::dump_yaml(config),
+                                         group != nullptr ? group->size() : 1};
+    std::string where = checkpoint::save_checkpoint(group, config.checkpoint.dir, state, mine,
+                                                    config.checkpoint.keep_last);
+    print(fmt::format("checkpoint: {}", where));
+  }
+
+  // FSDP: each unit's masters and moments gathered over its stage group into whole tensors,
+  // written by the group's rank 0 (collective over every stage group).
+  checkpoint::RankContents fsdp_contents() {
+    checkpoint::RankContents mine;
+    const auto& units = sharded->units();
+    for (size_t i = 0; i < units.size(); ++i) {
+      parallel::fsdp::FlatParamGroup& f = *units[i];
+      auto gather = [&](const Tensor& shard) {
+        Tensor full = Tensor::empty({f.padded_numel()}, DType::f32, f.device());
+        f.group().all_gather(full, shard);
+        return full;
+      };
+      const Tensor master = gather(f.master_shard()), m = gather(sharded->state()[i].m),
+                   v = gather(sharded->state()[i].v);
+      const bool writer = f.group().rank() == 0;
+      for (const auto& slot : f.layout()) {
+        auto piece = [&](const Tensor& full) {
+          return full.slice(0, slot.offset, slot.offset + slot.numel).view(slot.shape);
+        };
+        const int64_t rows = writer ? checkpoint::shard_rows(slot.shape) : 0;
+        auto own = [&](std::vector<checkpoint::OwnedRows>& out, const std::string& name,
+                       const Tensor& full) {
+          out.push_back({name, DType::f32, slot.shape, 0, rows,
+                         writer ? checkpoint::store(piece(full)) : checkpoint::StoredTensor{}});
+        };
+        own(mine.model, slot.name, master);
+        own(mine.optimizer, "m/" + slot.name, m);
+        own(mine.optimizer, "v/" + slot.name, v);
+      }
+    }
+    return mine;
+  }
+
+  checkpoint::RankContents replicated_contents() {
     checkpoint::RankContents mine;
     const auto& params = optimizer->params();
     // Data parallel: an even share of every tensor's rows. Pipelining: whole tensors of this
@@ -221,11 +273,7 @@ struct Trainer::State {
       own(mine.optimizer, "m/" + name, name, st.m);
       own(mine.optimizer, "v/" + name, name, st.v);
     }
-    const checkpoint::TrainerState state{steps, position_at(steps), config::dump_yaml(config),
-                                         group != nullptr ? group->size() : 1};
-    std::string where = checkpoint::save_checkpoint(group, config.checkpoint.dir, state, mine,
-                                                    config.checkpoint.keep_last);
-    print(fmt::format("checkpoint: {}", where));
+    return mine;
   }
 
   // Loads the newest checkpoint in checkpoint.dir (written by any number of ranks); returns the
@@ -237,23 +285,58 @@ struct Trainer::State {
     checkpoint::TrainerState saved = checkpoint::read_trainer_state(*latest);
     checkpoint::CheckpointReader reader(*latest);
     const bool has_moments = !reader.manifest().optimizer.empty();
-    const auto& params = optimizer->params();
-    for (size_t i = 0; i < params.size(); ++i) {
-      AdamW::State& st = optimizer->state()[i];
-      const std::string& name = params[i].name;
-      const std::string what = fmt::format("{}: {}", *latest, name);
-      checkpoint::load_into(st.master, reader.read(checkpoint::Section::model, name), what);
-      if (!has_moments) continue;
-      checkpoint::load_into(st.m, reader.read(checkpoint::Section::optimizer, "m/" + name), what);
-      checkpoint::load_into(st.v, reader.read(checkpoint::Section::optimizer, "v/" + name), what);
+    if (sharded) {
+      resume_shards(reader, has_moments);
+      sharded->restore_steps(saved.step);
+    } else {
+      resume_replicated(reader, has_moments, *latest);
+      optimizer->sync_params_from_masters();
+      optimizer->restore_steps(saved.step);
     }
-    optimizer->sync_params_from_masters();
-    optimizer->restore_steps(saved.step);
     base_step = saved.step;
     base_position = saved.sampler_position;
     print(fmt::format("resumed from {} (step {}, written by {} rank{})", *latest, saved.step,
                       saved.world_size, saved.world_size == 1 ? "" : "s"));
     return saved.step;
+  }
+
+  // FSDP: each unit's whole tensors laid out flat, this rank's shard taken.
+  void resume_shards(checkpoint::CheckpointReader& reader, bool has_moments) {
+    const auto& units = sharded->units();
+    for (size_t i = 0; i < units.size(); ++i) {
+      parallel::fsdp::FlatParamGroup& f = *units[i];
+      auto load = [&](Tensor shard, const std::string& prefix) {
+        Tensor full = Tensor::zeros({f.padded_numel()}, DType::f32, runtime.cpu());
+        for (const auto& slot : f.layout()) {
+          const checkpoint::StoredTensor t = reader.read(
+              prefix.empty() ? checkpoint::Section::model : checkpoint::Section::optimizer,
+              prefix + slot.name);
+          H2_CHECK(t.dtype == DType::f32 && t.shape == slot.shape, "{}: '{}{}' is {} {}",
+                   reader.dir(), prefix, slot.name, dtype_name(t.dtype), t.shape.str());
+          std::memcpy(static_cast<char*>(full.data()) + slot.offset * 4, t.bytes.data(),
+                      t.bytes.size());
+        }
+        shard.copy_from(full.slice(0, f.shard_offset(), f.shard_offset() + f.shard_numel()));
+      };
+      load(f.master_shard(), "");
+      if (!has_moments) continue;
+      load(sharded->state()[i].m, "m/");
+      load(sharded->state()[i].v, "v/");
+    }
+  }
+
+  void resume_replicated(checkpoint::CheckpointReader& reader, bool has_moments,
+                         const std::string& latest) {
+    const auto& params = optimizer->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      AdamW::State& st = optimizer->state()[i];
+      const std::string& name = params[i].name;
+      const std::string what = fmt::format("{}: {}", latest, name);
+      checkpoint::load_into(st.master, reader.read(checkpoint::Section::model, name), what);
+      if (!has_moments) continue;
+      checkpoint::load_into(st.m, reader.read(checkpoint::Section::optimizer, "m/" + name), what);
+      checkpoint::load_into(st.v, reader.read(checkpoint::Section::optimizer, "v/" + name), what);
+    }
   }
 
   // Uploads a host batch of ids as an i32 (B*T) tensor on the device.
@@ -375,14 +458,20 @@ TrainSummary Trainer::run() {
   auto run_start = Clock::now(), interval_start = run_start;
   int64_t interval_steps = 0;
   for (int64_t step = first_step; step < t.steps; ++step) {
-    s.optimizer->zero_grad();
+    if (s.sharded)
+      s.sharded->zero_grad();
+    else
+      s.optimizer->zero_grad();
     const double loss = s.forward_backward(step, inputs, targets);
     if (!std::isfinite(loss))
       H2_THROW(Error, "step {}: loss is {} (diverged); lower train.lr or raise warmup_steps",
                step + 1, loss);
     double norm = s.grad_norm();
     double lr = s.schedule.at(step);
-    s.optimizer->step(lr, clip_scale(norm, t.grad_clip));
+    if (s.sharded)
+      s.sharded->step(lr, clip_scale(norm, t.grad_clip));
+    else
+      s.optimizer->step(lr, clip_scale(norm, t.grad_clip));
     ++interval_steps;
     summary.final_loss = loss;
 

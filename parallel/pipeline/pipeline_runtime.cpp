@@ -23,7 +23,7 @@ std::pair<int64_t, int64_t> intersect(std::pair<int64_t, int64_t> a,
 
 PipelineRuntime::PipelineRuntime(models::Llama& model, StageLayout layout, Schedule schedule,
                                  comm::Communicator& job, int64_t seq_len,
-                                 std::vector<int> group_sizes)
+                                 std::vector<int> group_sizes, bool fsdp)
     : model_(model),
       units_(model.units()),
       layout_(std::move(layout)),
@@ -56,15 +56,37 @@ PipelineRuntime::PipelineRuntime(models::Llama& model, StageLayout layout, Sched
   }
   const bool grouped =
       std::any_of(group_sizes.begin(), group_sizes.end(), [](int g) { return g > 1; });
-  if (grouped) group_ = job_.split(position_, group_rank_);
+  if (grouped || fsdp) group_ = job_.split(position_, group_rank_);
   const int first = position_of(0), last = position_of(schedule_.stages - 1);
   if (model_.config().tie_embeddings && first != last) {
-    if (grouped)
+    if (grouped || fsdp)
       H2_THROW(ConfigError,
-               "tied embeddings need one rank per pipeline stage group (groups [{}]); set "
-               "model.tie_embeddings: false",
+               "tied embeddings need one rank per pipeline stage group and no FSDP (groups "
+               "[{}]); set model.tie_embeddings: false",
                fmt::join(group_sizes, ", "));
     tied_pair_ = job_.split(position_ == first || position_ == last ? 0 : -1, job_.rank());
+  }
+  if (fsdp)  // every rank of a group builds the same units' groups, in the same order
+    for (int s = 0; s < schedule_.stages; ++s)
+      if (here(s))
+        for (int u = layout_.begin(s); u < layout_.end(s); ++u)
+          flats_[u] = std::make_unique<fsdp::FlatParamGroup>(*group_, *units_[size_t(u)]);
+}
+
+std::vector<fsdp::FlatParamGroup*> PipelineRuntime::flat_groups() const {
+  std::vector<fsdp::FlatParamGroup*> groups;
+  for (const auto& [unit, flat] : flats_) groups.push_back(flat.get());
+  return groups;
+}
+
+void PipelineRuntime::unshard(int stage, bool gather) {
+  for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
+    auto it = flats_.find(u);
+    if (it == flats_.end()) continue;
+    if (gather)
+      it->second->unshard();
+    else
+      it->second->reshard();
   }
 }
 
@@ -212,6 +234,11 @@ void PipelineRuntime::backward(int stage, int mb) {
 }
 
 void PipelineRuntime::reduce_grads(int stage) {
+  if (fsdp()) {
+    for (int u = layout_.begin(stage); u < layout_.end(stage); ++u)
+      if (auto it = flats_.find(u); it != flats_.end()) it->second->reduce_grad();
+    return;
+  }
   if (!group_ || group_->size() == 1) return;
   for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
     std::vector<models::Param*> params;
@@ -255,8 +282,11 @@ double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatch
         reduce_grads(a.stage);
         break;
       case ActionKind::UNSHARD:
+        unshard(a.stage, true);
+        break;
       case ActionKind::RESHARD:
-        break;  // parameters are replicated within a group
+        unshard(a.stage, false);
+        break;
     }
     if (observer) observer->action_finished(a);
   }
@@ -299,7 +329,13 @@ double PipelineRuntime::evaluate(const MicroBatchSource& source, int microbatche
       if (s + 1 < schedule_.stages && !here(s + 1))
         actions.push_back(Action::comm(ActionKind::SEND_F, s, mb, s + 1));
     }
-  return run(actions, source, microbatches, false);
+  // With FSDP the stages' parameters are gathered for the whole evaluation.
+  for (int s = 0; s < schedule_.stages; ++s)
+    if (here(s)) unshard(s, true);
+  const double loss = run(actions, source, microbatches, false);
+  for (int s = 0; s < schedule_.stages; ++s)
+    if (here(s)) unshard(s, false);
+  return loss;
 }
 
 void PipelineRuntime::sum_tied_grads() {

@@ -15,8 +15,11 @@
 // back and runs the units backward, accumulating weight gradients. SEND_*/RECV_* post
 // non-blocking transfers; a receive is waited for by the compute that consumes it. I runs the
 // whole backward and W nothing: the layers do not split input and weight gradients yet, so ZB-H1
-// runs with 1F1B's timing. REDUCE_GRAD sums the stage's gradients over its group (parameters are
-// replicated within a group); UNSHARD and RESHARD are no-ops.
+// runs with 1F1B's timing. Without FSDP, parameters are replicated within a group, REDUCE_GRAD
+// sums the stage's gradients over it and UNSHARD/RESHARD are no-ops. With FSDP every unit's
+// parameters are sharded over its group (fsdp/flat_param.h): UNSHARD gathers the stage's units,
+// RESHARD frees them and REDUCE_GRAD reduce-scatters their gradients into the shards, which
+// fsdp::ShardedAdamW then updates.
 //
 // A stage's micro-batch gradients accumulate in micro-batch order, as in one process with
 // gradient accumulation, so a pipeline of one-rank groups reproduces its numerics bit for bit.
@@ -31,6 +34,7 @@
 
 #include "comm/communicator.h"
 #include "models/llama.h"
+#include "parallel/fsdp/flat_param.h"
 #include "parallel/pipeline/action.h"
 #include "parallel/pipeline/stage_layout.h"
 
@@ -62,7 +66,8 @@ class PipelineRuntime {
   // position); position q is the job's ranks sum(group_sizes[< q]) .. + group_sizes[q] - 1, and
   // stage s runs layout's units. Collective over `job` (creates the group communicators).
   PipelineRuntime(models::Llama& model, StageLayout layout, Schedule schedule,
-                  comm::Communicator& job, int64_t seq_len, std::vector<int> group_sizes = {});
+                  comm::Communicator& job, int64_t seq_len, std::vector<int> group_sizes = {},
+                  bool fsdp = false);
   ~PipelineRuntime();
 
   // One step: every action of this rank's position. Returns the mean loss over the step's
@@ -89,6 +94,12 @@ class PipelineRuntime {
   const Schedule& schedule() const { return schedule_; }
   // "2+1 ranks" style description of the groups.
   std::string groups_str() const;
+  // FSDP: this rank's units' sharded parameters, in unit order (empty without FSDP).
+  std::vector<fsdp::FlatParamGroup*> flat_groups() const;
+  bool fsdp() const { return !flats_.empty(); }
+  // This rank's stage group (null when every group is one rank and FSDP is off).
+  comm::Communicator* stage_group() const { return group_.get(); }
+  int group_rank() const { return group_rank_; }
 
  private:
   struct Key {
@@ -109,6 +120,7 @@ class PipelineRuntime {
                      bool gradient);
   Tensor take_incoming(std::map<Key, Incoming>& box, Key key, const char* what);
   void reduce_grads(int stage);
+  void unshard(int stage, bool gather);
   void sum_tied_grads();
   int tag(int from_stage, int mb, bool gradient) const;
   int position_of(int stage) const { return schedule_.rank_of(stage); }
@@ -127,6 +139,7 @@ class PipelineRuntime {
   std::unique_ptr<comm::Communicator> group_;      // this position's ranks (when more than one)
   std::unique_ptr<comm::Communicator> tied_pair_;  // first and last stage's ranks, when tied
   ActionObserver* observer_ = nullptr;
+  std::map<int, std::unique_ptr<fsdp::FlatParamGroup>> flats_;  // by unit, FSDP only
 
   // Per step.
   std::vector<MicroBatch> batches_;

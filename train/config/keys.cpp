@@ -127,6 +127,13 @@ const KeyInfo kKeys[] = {
     {"parallel.stage_ranks", KT::string, &field<&TC::parallel, &PC::stage_ranks>,
      "pipeline: ranks per stage group, comma-separated (\"2,1\"): a group splits each "
      "micro-batch's rows; empty: one rank each"},
+    {"parallel.fsdp", KT::boolean, &field<&TC::parallel, &PC::fsdp>,
+     "pipeline: shard each unit's parameters over its stage group (gathered for use, gradients "
+     "reduce-scattered, AdamW on the shards)"},
+    {"parallel.gather_group", KT::integer, &field<&TC::parallel, &PC::gather_group>,
+     "pipeline + fsdp (ZeroPP): gather a stage once per this many micro-batches; 0: once per "
+     "step",
+     at_least(0)},
 
     {"checkpoint.dir", KT::string, &field<&TC::checkpoint, &CC::dir>,
      "checkpoint directory; empty: no checkpoints"},

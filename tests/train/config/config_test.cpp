@@ -59,6 +59,8 @@ parallel:
   chunks: 2
   stage_layers: "3,3"
   stage_ranks: "2,1"
+  fsdp: true
+  gather_group: 2
 checkpoint:
   dir: out/ckpt
   every: 100
@@ -107,6 +109,8 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.parallel.chunks, 2);
   EXPECT_EQ(c.parallel.stage_layers, "3,3");
   EXPECT_EQ(c.parallel.stage_ranks, "2,1");
+  EXPECT_TRUE(c.parallel.fsdp);
+  EXPECT_EQ(c.parallel.gather_group, 2);
   EXPECT_EQ(c.checkpoint.dir, "out/ckpt");
   EXPECT_EQ(c.checkpoint.every, 100);
   EXPECT_EQ(c.checkpoint.keep_last, 2);

@@ -3,8 +3,9 @@
 // accumulating the same micro-batches (relative difference below 1e-5): PP=2 with GPipe, 1F1B
 // and ZB-H1, PP=4, interleaved PP=2 x 2 chunks, uneven stages (3 + 1 blocks) and tied
 // embeddings (the table lives on the first and the last stage and their gradients are summed),
-// and HeteroPP stage groups of different sizes ((2, 1), (1, 2), (2, 1, 1) ranks), whose ranks
-// split each micro-batch's rows and re-split them between groups.
+// HeteroPP stage groups of different sizes ((2, 1), (1, 2), (2, 1, 1) ranks), whose ranks
+// split each micro-batch's rows and re-split them between groups, and FSDP inside the groups
+// (PP=2 x FSDP=2, with ZeroPP gathering per 2 micro-batches, and a (2, 1) plan).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -29,6 +30,8 @@ struct PipelineCase {
   std::string stage_layers;
   bool tied = false;
   std::string stage_ranks;  // HeteroPP groups; empty: one rank per stage
+  bool fsdp = false;
+  int gather_group = 0;  // ZeroPP
 };
 
 void PrintTo(const PipelineCase& c, std::ostream* os) {
@@ -58,6 +61,8 @@ std::pair<std::string, std::string> train_both(const PipelineCase& c, const fs::
   pp.parallel.chunks = c.chunks;
   pp.parallel.stage_layers = c.stage_layers;
   pp.parallel.stage_ranks = c.stage_ranks;
+  pp.parallel.fsdp = c.fsdp;
+  pp.parallel.gather_group = c.gather_group;
   pp.log.metrics_file = (dir / "pp.jsonl").string();
   pp.checkpoint.dir = (dir / "pp").string();
   train_on_ranks(pp, c.ranks);
@@ -97,8 +102,46 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineCase{"pp2_tied", 2, "1f1b", 1, 4, "", true},
                       PipelineCase{"hetero_2_1", 3, "1f1b", 1, 4, "3,1", false, "2,1"},
                       PipelineCase{"hetero_1_2", 3, "gpipe", 1, 4, "1,3", false, "1,2"},
-                      PipelineCase{"hetero_2_1_1", 4, "1f1b", 1, 4, "2,1,1", false, "2,1,1"}),
+                      PipelineCase{"hetero_2_1_1", 4, "1f1b", 1, 4, "2,1,1", false, "2,1,1"},
+                      PipelineCase{"pp2_fsdp2", 4, "1f1b", 1, 4, "", false, "2,2", true},
+                      PipelineCase{"pp2_fsdp2_zeropp", 4, "1f1b", 1, 4, "", false, "2,2", true, 2},
+                      PipelineCase{"hetero_fsdp_2_1", 3, "gpipe", 1, 4, "3,1", false, "2,1", true}),
     [](const auto& info) { return info.param.name; });
+
+// Checkpoints cross layouts: one process writes step 2, PP=2 x FSDP=2 resumes it (each rank
+// taking its shard of every unit) to step 4 and writes whole tensors again, which one process
+// resumes to step 6; every loss equals the uninterrupted single-process run's.
+TEST(PipelineCheckpoint, OneProcessToFsdpPipelineAndBack) {
+  const fs::path dir = fresh_dir("h2_pp_fsdp_resume");
+  config::TrainConfig base = small_config(dir, 4);
+  base.model.tie_embeddings = false;
+  base.train.steps = 6;
+  base.train.eval_every = 0;
+  base.train.grad_accum = 4;
+
+  config::TrainConfig whole = base;
+  whole.log.metrics_file = (dir / "whole.jsonl").string();
+  train_on_ranks(whole, 1);
+
+  config::TrainConfig hop = base;
+  hop.checkpoint.dir = (dir / "hops").string();
+  hop.checkpoint.keep_last = 0;
+  hop.log.metrics_file = (dir / "hops.jsonl").string();
+  hop.checkpoint.resume = true;
+  hop.train.steps = 2;
+  train_on_ranks(hop, 1);
+  config::TrainConfig fsdp = hop;
+  fsdp.train.steps = 4;
+  fsdp.parallel.mode = "pipeline";
+  fsdp.parallel.stage_ranks = "2,2";
+  fsdp.parallel.fsdp = true;
+  train_on_ranks(fsdp, 4);
+  hop.train.steps = 6;
+  train_on_ranks(hop, 1);
+
+  const Curve got = read_metrics(dir / "hops.jsonl"), want = read_metrics(dir / "whole.jsonl");
+  expect_close(got.loss, want.loss, "loss across 1 process -> PP=2 x FSDP=2 -> 1 process");
+}
 
 }  // namespace
 }  // namespace h2::train
