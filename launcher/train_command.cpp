@@ -48,7 +48,8 @@ Command make_train_command(CLI::App& parent) {
         auto runtime = create_runtime(runtime_options);
         std::unique_ptr<comm::World> world;
         if (cfg.parallel.mode != "single") {
-          world = comm::World::join(rank, runtime->device(cfg.train.device));
+          world = comm::World::join(
+              rank, runtime->device(config::device_for_rank(cfg, rank.rank, rank.size)));
         } else if (rank.size > 1) {
           H2_THROW(ConfigError,
                    "{}: parallel.mode is '{}' but {} started {} ranks; set parallel.mode: dp or "

@@ -134,7 +134,8 @@ struct Trainer::State {
         comm::Communicator* job)
       : config(cfg),
         runtime(rt),
-        device(rt.device(cfg.train.device)),
+        device(rt.device(config::device_for_rank(cfg, job != nullptr ? job->rank() : 0,
+                                                 job != nullptr ? job->size() : 1))),
         group(job),
         rank(job != nullptr ? job->rank() : 0),
         dp_rank(job != nullptr && cfg.parallel.mode == "dp" ? job->rank() : 0),

@@ -17,7 +17,7 @@ namespace h2::config {
 namespace {
 
 // Sections of shared/design/CLI.md that later issues fill in; named so the message says so.
-constexpr std::string_view kFutureSections[] = {"cluster", "precision"};
+constexpr std::string_view kFutureSections[] = {"precision"};
 
 std::string where(const std::string& source, const YAML::Node& node) {
   return fmt::format("{}:{}", source, node.Mark().line + 1);
@@ -87,10 +87,10 @@ TrainConfig parse_yaml(std::string_view text, const std::string& source) {
         std::end(kFutureSections))
       H2_THROW(ConfigError, "{}: section '{}' is not supported yet", at, section);
     if (!is_section(section))
-      H2_THROW(
-          ConfigError,
-          "{}: unknown section '{}'{}; sections are model, train, data, log, parallel, checkpoint",
-          at, section, hint(section));
+      H2_THROW(ConfigError,
+               "{}: unknown section '{}'{}; sections are model, train, data, log, parallel, "
+               "cluster, checkpoint",
+               at, section, hint(section));
     if (!seen.insert(section).second)
       H2_THROW(ConfigError, "{}: section '{}' appears twice", at, section);
     load_section(config, section, entry.second, source);

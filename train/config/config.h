@@ -88,6 +88,14 @@ struct ParallelConfig {
   bool operator==(const ParallelConfig&) const = default;
 };
 
+// The chips each rank drives (an emulated or real mixed cluster).
+struct ClusterConfig {
+  // One device per rank, comma-separated ("vchip:chip-a,vchip:chip-a,vchip:chip-b"); empty:
+  // every rank uses train.device.
+  std::string devices;
+  bool operator==(const ClusterConfig&) const = default;
+};
+
 struct CheckpointConfig {
   std::string dir;        // empty: no checkpoints
   int64_t every = 0;      // steps between checkpoints; 0: only at the end (when dir is set)
@@ -102,6 +110,7 @@ struct TrainConfig {
   DataConfig data;
   LogConfig log;
   ParallelConfig parallel;
+  ClusterConfig cluster;
   CheckpointConfig checkpoint;
   // Where each key's value came from ("FILE:LINE", "--set"); keys absent here are defaults. Not
   // part of equality.
@@ -109,7 +118,7 @@ struct TrainConfig {
 
   bool operator==(const TrainConfig& o) const {
     return model == o.model && train == o.train && data == o.data && log == o.log &&
-           parallel == o.parallel && checkpoint == o.checkpoint;
+           parallel == o.parallel && cluster == o.cluster && checkpoint == o.checkpoint;
   }
   // "FILE:LINE", "--set" or "default".
   std::string origin_of(std::string_view key) const;
@@ -131,6 +140,10 @@ struct ValidateOptions {
 
 // Range and cross-field checks (heads divide dim, even head dim, ...). Throws ConfigError.
 void validate(const TrainConfig& config, ValidateOptions options = {});
+
+// The device rank `rank` of `ranks` trains on: its entry of cluster.devices, or train.device.
+// ConfigError when cluster.devices lists another number of devices than there are ranks.
+std::string device_for_rank(const TrainConfig& config, int rank, int ranks);
 
 // parallel.stage_layers / stage_ranks ("3,1") as counts; ConfigError naming `key` and a bad item.
 std::vector<int> stage_layer_counts(const std::string& text,

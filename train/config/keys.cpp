@@ -27,6 +27,7 @@ using DC = DataConfig;
 using LC = LogConfig;
 using PC = ParallelConfig;
 using CC = CheckpointConfig;
+using CL = ClusterConfig;
 using KT = KeyType;
 
 constexpr Range at_least(double lo) {
@@ -134,6 +135,10 @@ const KeyInfo kKeys[] = {
      "pipeline + fsdp (ZeroPP): gather a stage once per this many micro-batches; 0: once per "
      "step",
      at_least(0)},
+
+    {"cluster.devices", KT::string, &field<&TC::cluster, &CL::devices>,
+     "one device per rank, comma-separated (vchip:chip-a,vchip:chip-b,...); empty: "
+     "train.device everywhere"},
 
     {"checkpoint.dir", KT::string, &field<&TC::checkpoint, &CC::dir>,
      "checkpoint directory; empty: no checkpoints"},

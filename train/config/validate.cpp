@@ -123,6 +123,27 @@ std::vector<int> stage_layer_counts(const std::string& text, std::string_view ke
   return blocks;
 }
 
+std::string device_for_rank(const TrainConfig& c, int rank, int ranks) {
+  if (c.cluster.devices.empty()) return c.train.device;
+  std::vector<std::string> devices;
+  size_t start = 0;
+  while (start <= c.cluster.devices.size()) {
+    size_t comma = c.cluster.devices.find(',', start);
+    if (comma == std::string::npos) comma = c.cluster.devices.size();
+    devices.push_back(c.cluster.devices.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (int(devices.size()) != ranks)
+    H2_THROW(ConfigError, "{} lists {} devices for a job of {} ranks",
+             show(c, "cluster.devices", fmt::format("'{}'", c.cluster.devices)), devices.size(),
+             ranks);
+  const std::string& device = devices.at(size_t(rank));
+  if (!valid_device(device))
+    H2_THROW(ConfigError, "{}: '{}' (rank {}) is not a device like cpu, cuda:N or vchip:NAME",
+             show(c, "cluster.devices", fmt::format("'{}'", c.cluster.devices)), device, rank);
+  return device;
+}
+
 void validate(const TrainConfig& config, ValidateOptions options) {
   check_model(config);
   check_train(config);

@@ -49,7 +49,8 @@ TEST_F(ConfigErrorTest, UnknownKeySuggestsClosest) {
 TEST_F(ConfigErrorTest, UnknownSection) {
   expect_yaml_error("trian:\n  steps: 5\n",
                     {file() + ":3:", "unknown section 'trian'", "did you mean 'train'"});
-  expect_yaml_error("cluster:\n  file: x.yaml\n", {file() + ":3:", "'cluster'", "not supported"});
+  expect_yaml_error("precision:\n  default: fp8\n",
+                    {file() + ":3:", "'precision'", "not supported"});
   expect_yaml_error("parallel:\n  mode: tensor\n",
                     {file() + ":4:", "parallel.mode = 'tensor'", "single|dp|pipeline"});
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "tests/train/config/test_util.h"
 #include "train/config/config.h"
 #include "train/config/keys.h"
@@ -61,6 +62,8 @@ parallel:
   stage_ranks: "2,1"
   fsdp: true
   gather_group: 2
+cluster:
+  devices: "vchip:chip-a,cpu"
 checkpoint:
   dir: out/ckpt
   every: 100
@@ -111,6 +114,10 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.parallel.stage_ranks, "2,1");
   EXPECT_TRUE(c.parallel.fsdp);
   EXPECT_EQ(c.parallel.gather_group, 2);
+  EXPECT_EQ(c.cluster.devices, "vchip:chip-a,cpu");
+  EXPECT_EQ(device_for_rank(c, 0, 2), "vchip:chip-a");
+  EXPECT_EQ(device_for_rank(c, 1, 2), "cpu");
+  EXPECT_THROW(device_for_rank(c, 0, 3), ConfigError);
   EXPECT_EQ(c.checkpoint.dir, "out/ckpt");
   EXPECT_EQ(c.checkpoint.every, 100);
   EXPECT_EQ(c.checkpoint.keep_last, 2);
