@@ -126,6 +126,8 @@ struct Trainer::State {
   MetricsLog metrics;
   LrSchedule schedule;
   double flops_per_token = 0;
+  int64_t num_parameters = 0;
+  double peak_flops = 0;  // the job's: every rank's device peak added
   // The sampler position (global micro-batches drawn) at the start of step `base_step`.
   int64_t base_step = 0;
   uint64_t base_position = 0;
@@ -149,6 +151,16 @@ struct Trainer::State {
     model = std::make_unique<models::Llama>(
         llama, device,
         models::LlamaOptions{.dtype = cfg.train.dtype, .seed = uint64_t(cfg.train.seed)});
+    num_parameters = model->num_parameters();  // before FSDP releases the full values
+    flops_per_token = training_flops_per_token(llama, num_parameters);
+    // Every rank's peak, for MFU: mixed clusters add different chips.
+    const double my_peak = device.props().peak(cfg.train.dtype);
+    peak_flops = my_peak;
+    if (group != nullptr) {
+      peak_flops = 0;
+      for (const auto& peak : parallel::gather_doubles(*group, rt.cpu(), {my_peak}))
+        peak_flops += peak[0];
+    }
     if (cfg.parallel.mode == "pipeline") {
       H2_CHECK(group != nullptr, "parallel.mode pipeline needs the job's communicator");
       pipeline = make_pipeline(cfg, *model, *group);
@@ -165,7 +177,6 @@ struct Trainer::State {
                 .min_lr = cfg.train.min_lr,
                 .warmup_steps = cfg.train.warmup_steps,
                 .total_steps = cfg.train.steps};
-    flops_per_token = training_flops_per_token(llama, model->num_parameters());
     if (cfg.parallel.mode == "dp" && group != nullptr)
       reducer = std::make_unique<parallel::GradientReducer>(
           *group, grads_per_unit(*model), size_t(cfg.parallel.bucket_mb * (1 << 20)), rt.cpu());
@@ -438,11 +449,11 @@ TrainSummary Trainer::run() {
   const int64_t B = t.batch_size, T = s.config.model.seq_len;
   const double tokens_per_step = double(B * T * s.global_micro_batches());
   const int ranks = s.group != nullptr ? s.group->size() : 1;
-  const double peak = s.device.props().peak(t.dtype) * ranks;
+  const double peak = s.peak_flops;
   s.print(fmt::format(
       "h2 train: {} parameters on {} ({}){}, {}; {} steps of {} tokens; data {} ({} train / {} "
       "val tokens)",
-      s.model->num_parameters(), s.device.str(), s.device.props().name,
+      s.num_parameters, s.device.str(), s.device.props().name,
       s.reducer    ? fmt::format(" x {} ranks (data parallel, {} gradient bucket{})", ranks,
                                  s.reducer->num_buckets(), s.reducer->num_buckets() == 1 ? "" : "s")
       : s.pipeline ? fmt::format(" x {} ranks (pipeline {}, stages {}, groups of {} ranks)", ranks,
