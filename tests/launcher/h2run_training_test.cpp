@@ -1,6 +1,7 @@
 // `h2 train` under h2run, end to end with real processes: a data-parallel job whose rank is
 // killed with SIGKILL mid-run is stopped and reported by h2run; with --max-restarts 1 the job
-// resumes from its newest checkpoint and ends with the loss of an uninterrupted run.
+// resumes from its newest checkpoint and ends with the loss of an uninterrupted run; the
+// mixed-cluster pipeline config of the README's main job trains.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -122,6 +123,22 @@ TEST(H2runTraining, ARestartResumesAndEndsWithTheUninterruptedLoss) {
   ASSERT_EQ(got.size(), 30u);
   for (const auto& [step, loss] : want)
     EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
+}
+
+// The README's main job, shortened: the heterogeneous pipeline config on 4 emulated chips.
+TEST(H2runTraining, TheMixedClusterConfigTrains) {
+  TempDir dir;
+  RunResult r =
+      run_h2run({"-n", "4", "--", H2_PATH, "train", H2_SOURCE_DIR "/configs/train/hetero-4.yaml",
+                 "--set", "train.steps=3", "--set", "train.eval_every=3", "--set", "log.every=1",
+                 "--set", "checkpoint.dir=" + dir.path() + "/ckpt", "--set",
+                 "log.metrics_file=" + dir.path() + "/metrics.jsonl"},
+                job_env(token_of(dir.path())), 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("groups of 2+2 ranks"), std::string::npos) << r.out;
+  const auto got = losses(dir.path() + "/metrics.jsonl");
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_LT(got.at(3), got.at(1)) << "the loss did not fall";
 }
 
 }  // namespace
