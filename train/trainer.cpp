@@ -17,6 +17,7 @@
 #include "parallel/pipeline/generators.h"
 #include "parallel/pipeline/lowering.h"
 #include "parallel/pipeline/pipeline_runtime.h"
+#include "parallel/pipeline/trace_events.h"
 #include "parallel/pipeline/validator.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/data/sampler.h"
@@ -123,6 +124,7 @@ struct Trainer::State {
   std::unique_ptr<data::WindowSampler> sampler;
   std::unique_ptr<parallel::GradientReducer> reducer;             // dp only
   std::unique_ptr<parallel::pipeline::PipelineRuntime> pipeline;  // pipeline only
+  std::unique_ptr<parallel::pipeline::Timeline> timeline;         // pipeline only, during run()
   MetricsLog metrics;
   LrSchedule schedule;
   double flops_per_token = 0;
@@ -466,6 +468,12 @@ TrainSummary Trainer::run() {
   TrainSummary summary;
   const bool checkpoints = !s.config.checkpoint.dir.empty();
   const int64_t first_step = State::resuming(s.config) ? s.resume() : 0;
+  if (s.pipeline) {  // every action's start and end: bubble, stash peaks, the trace
+    s.timeline = std::make_unique<parallel::pipeline::Timeline>(
+        *s.pipeline, parallel::pipeline::TimelineOptions{.first_step = first_step + 1});
+    s.pipeline->set_observer(s.timeline.get());
+    parallel::pipeline::align_clocks(*s.group, s.runtime.cpu(), *s.timeline);
+  }
   std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
   auto run_start = Clock::now(), interval_start = run_start;
   int64_t interval_steps = 0;
@@ -502,6 +510,12 @@ TrainSummary Trainer::run() {
                     .mem_bytes = s.device.allocator().stats().bytes_in_use,
                     .grad_norm = norm};
       m.mfu = peak > 0 ? m.tokens_per_s * s.flops_per_token / peak : 0;
+      if (s.timeline) {  // collective: every rank logs the same steps
+        const auto stats =
+            parallel::pipeline::gather_step_stats(*s.group, s.runtime.cpu(), *s.timeline);
+        parallel::pipeline::add_json_fields(stats, m.extra);
+        m.extra_progress = parallel::pipeline::progress_fields(stats);
+      }
       if (evaluate_now) {
         m.eval_loss = evaluate();
         summary.final_eval_loss = *m.eval_loss;
@@ -518,6 +532,18 @@ TrainSummary Trainer::run() {
       s.save(step + 1);
       interval_start = Clock::now();
     }
+  }
+  if (s.timeline) {
+    if (!s.config.log.trace_file.empty()) {
+      const std::string trace =
+          parallel::pipeline::gather_trace_json(*s.group, s.runtime.cpu(), *s.timeline);
+      if (s.rank == 0) {
+        parallel::pipeline::write_trace_file(s.config.log.trace_file, trace);
+        s.print(fmt::format("trace: {} (chrome://tracing or ui.perfetto.dev)",
+                            s.config.log.trace_file));
+      }
+    }
+    s.pipeline->set_observer(nullptr);
   }
   double total = std::chrono::duration<double>(Clock::now() - run_start).count();
   summary.steps = t.steps;

@@ -184,6 +184,7 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
   const int64_t rows = end - begin;
   Tensor x = stage == 0 ? batch.ids.view({batch.rows, seq_len_}).slice(0, begin, end)
                         : take_incoming(inputs_, {stage, mb}, "input activation");
+  if (training && observer_) observer_->action_ready(Action::compute(ActionKind::F, stage, mb));
   std::vector<models::Stash> stashes;
   for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
     x = units_[size_t(u)]->forward(x);
@@ -217,8 +218,9 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
   if (training) out_grads_[{stage, mb}] = {dlogits.view({rows, seq_len_, V}), {}};
 }
 
-void PipelineRuntime::backward(int stage, int mb) {
+void PipelineRuntime::backward(ActionKind kind, int stage, int mb) {
   Tensor grad = take_incoming(out_grads_, {stage, mb}, "output gradient");
+  if (observer_) observer_->action_ready(Action::compute(kind, stage, mb));
   auto stash = stashes_.find({stage, mb});
   H2_CHECK(stash != stashes_.end(), "stage {} micro-batch {}: backward before forward", stage, mb);
   for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
@@ -262,7 +264,7 @@ double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatch
         break;
       case ActionKind::B:
       case ActionKind::I:
-        backward(a.stage, a.microbatch);
+        backward(a.kind, a.stage, a.microbatch);
         break;
       case ActionKind::W:  // weight gradients were computed with I (see the header)
         break;

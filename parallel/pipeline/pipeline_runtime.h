@@ -47,6 +47,8 @@ class ActionObserver {
   virtual ~ActionObserver() = default;
   virtual void step_started() {}
   virtual void action_started(const Action& action) = 0;
+  // A compute action's inputs have arrived (the wait before this is idle, not work).
+  virtual void action_ready(const Action& action) {}
   virtual void action_finished(const Action& action) = 0;
   virtual void step_finished() {}
 };
@@ -114,7 +116,7 @@ class PipelineRuntime {
   double run(const std::vector<Action>& actions, const MicroBatchSource& source, int microbatches,
              bool training);
   void forward(int stage, int mb, bool training);
-  void backward(int stage, int mb);
+  void backward(ActionKind kind, int stage, int mb);
   void post_sends(const Tensor& mine, int stage, int peer_stage, int mb, bool gradient);
   void post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
                      bool gradient);

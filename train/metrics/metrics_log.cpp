@@ -42,6 +42,7 @@ nlohmann::json to_json(const StepMetrics& m) {
                       {"mem_bytes", m.mem_bytes},
                       {"grad_norm", m.grad_norm}};
   if (m.eval_loss) j["eval_loss"] = *m.eval_loss;
+  j.update(m.extra);
   return j;
 }
 
@@ -52,6 +53,7 @@ std::string progress_line(const StepMetrics& m, double eta_seconds) {
       m.step, width, m.total_steps, m.loss, m.lr, m.tokens_per_s, 100 * m.mfu,
       human_bytes(m.mem_bytes), human_duration(eta_seconds));
   if (m.eval_loss) line += fmt::format(" | eval {:.4f}", *m.eval_loss);
+  if (!m.extra_progress.empty()) line += " | " + m.extra_progress;
   return line;
 }
 

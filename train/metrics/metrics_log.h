@@ -24,6 +24,8 @@ struct StepMetrics {
   int64_t mem_bytes = 0;  // device memory in use
   double grad_norm = 0;
   std::optional<double> eval_loss;
+  nlohmann::json extra = nlohmann::json::object();  // more fields (a pipeline's bubble, stashes)
+  std::string extra_progress;                       // appended to the progress line
 };
 
 // The JSON object written for a step (also used by tests and tools).
