@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "launcher/command.h"
 #include "train/config/config.h"
+#include "train/config/plan.h"
 #include "train/trainer.h"
 
 namespace h2::launcher {
@@ -41,6 +42,8 @@ Command make_train_command(CLI::App& parent) {
       app, [options] {
         config::TrainConfig cfg = config::load_config(options->config_path, options->overrides);
         const comm::RankInfo rank = comm::discover_rank(comm::process_env());
+        if (!cfg.parallel.plan.empty())  // before anything reads the stages or devices
+          config::apply_plan(config::load_plan(cfg.parallel.plan), cfg, rank.size);
         RuntimeOptions runtime_options = RuntimeOptions::from_env();
         // Ranks sharing a node share its cores: each takes its share unless told otherwise.
         if (runtime_options.cpu.threads == 0 && rank.local_size > 1)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -17,9 +18,11 @@
 #include "parallel/pipeline/generators.h"
 #include "parallel/pipeline/lowering.h"
 #include "parallel/pipeline/pipeline_runtime.h"
+#include "parallel/pipeline/simulator.h"
 #include "parallel/pipeline/trace_events.h"
 #include "parallel/pipeline/validator.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/config/plan.h"
 #include "train/data/sampler.h"
 #include "train/optim/adamw.h"
 #include "train/optim/lr_schedule.h"
@@ -35,11 +38,18 @@ std::vector<ParamRef> param_refs(const std::vector<models::NamedParameter>& para
   return refs;
 }
 
-// The pipeline runtime of a `parallel.mode: pipeline` run over `group` (every rank a stage, or
-// `chunks` interleaved stages), its schedule generated, lowered and validated here.
-std::unique_ptr<parallel::pipeline::PipelineRuntime> make_pipeline(const config::TrainConfig& cfg,
-                                                                   models::Llama& model,
-                                                                   comm::Communicator& group) {
+// What a `parallel.mode: pipeline` run over `group` executes: the stage layout, the schedule
+// (generated, lowered and validated) and the stage groups' sizes.
+struct PipelinePlan {
+  parallel::pipeline::StageLayout layout;
+  parallel::pipeline::Schedule schedule;
+  std::vector<int> group_sizes;  // empty: one rank per schedule position
+};
+
+// Builds the plan and refuses it, before the model exists, when this rank's stages would not fit
+// its device (`device`).
+PipelinePlan plan_pipeline(const config::TrainConfig& cfg, comm::Communicator& group,
+                           const Device& device) {
   namespace pp = parallel::pipeline;
   const auto kind = pp::parse_schedule_kind(cfg.parallel.schedule);
   H2_CHECK(kind.has_value(), "unknown schedule '{}'", cfg.parallel.schedule);
@@ -70,8 +80,32 @@ std::unique_ptr<parallel::pipeline::PipelineRuntime> make_pipeline(const config:
       pp::lower(pp::generate(*kind, positions, int(cfg.train.grad_accum), int(cfg.parallel.chunks)),
                 lowering);
   pp::check_valid(schedule);
-  return std::make_unique<pp::PipelineRuntime>(model, std::move(layout), std::move(schedule), group,
-                                               cfg.model.seq_len, group_sizes, cfg.parallel.fsdp);
+  // Refuse a plan whose stages cannot fit their chips, before any work: this rank's stages'
+  // estimated peak (the schedule's stash peak of micro-batches in flight) against its device.
+  int position = 0;
+  for (int first = 0; position < positions; ++position) {
+    first += group_sizes.empty() ? 1 : group_sizes[size_t(position)];
+    if (group.rank() < first) break;
+  }
+  const int group_size = group_sizes.empty() ? 1 : group_sizes[size_t(position)];
+  const int stashed = pp::peak_stash(schedule).at(size_t(position));
+  int64_t need = 0;
+  for (int s = position; s < stages; s += positions) {
+    // Units: 0 the embedding, b + 1 block b, layers + 1 the head.
+    const int first_block = std::max(layout.begin(s), 1) - 1;
+    const int last_block = std::min(layout.end(s), layers + 1) - 2;
+    need += config::estimate_stage_memory(cfg, first_block, last_block, s == 0, s == stages - 1,
+                                          group_size, stashed)
+                .total();
+  }
+  const int64_t capacity = device.props().memory_bytes;
+  if (capacity > 0 && need > capacity)
+    H2_THROW(ConfigError,
+             "rank {} ({}, schedule position {}): its stages need about {:.1f} MiB, the chip "
+             "has {:.1f} MiB; move layers to a chip with more memory or enlarge the group",
+             group.rank(), device.str(), position, double(need) / (1 << 20),
+             double(capacity) / (1 << 20));
+  return {std::move(layout), std::move(schedule), std::move(group_sizes)};
 }
 
 // Each unit's gradients, units in forward order (what the gradient reducer buckets).
@@ -150,6 +184,11 @@ struct Trainer::State {
         metrics(rank == 0 ? cfg.log.metrics_file : std::string(), resuming(cfg)) {
     dataset.check_vocab(cfg.model.vocab_size);
     models::LlamaConfig llama = llama_config(cfg.model);
+    std::optional<PipelinePlan> plan;
+    if (cfg.parallel.mode == "pipeline") {
+      H2_CHECK(group != nullptr, "parallel.mode pipeline needs the job's communicator");
+      plan = plan_pipeline(cfg, *group, device);
+    }
     model = std::make_unique<models::Llama>(
         llama, device,
         models::LlamaOptions{.dtype = cfg.train.dtype, .seed = uint64_t(cfg.train.seed)});
@@ -163,10 +202,10 @@ struct Trainer::State {
       for (const auto& peak : parallel::gather_doubles(*group, rt.cpu(), {my_peak}))
         peak_flops += peak[0];
     }
-    if (cfg.parallel.mode == "pipeline") {
-      H2_CHECK(group != nullptr, "parallel.mode pipeline needs the job's communicator");
-      pipeline = make_pipeline(cfg, *model, *group);
-    }
+    if (plan)
+      pipeline = std::make_unique<parallel::pipeline::PipelineRuntime>(
+          *model, std::move(plan->layout), std::move(plan->schedule), *group, cfg.model.seq_len,
+          std::move(plan->group_sizes), cfg.parallel.fsdp);
     const AdamwOptions adamw{.weight_decay = cfg.train.weight_decay};
     if (pipeline && pipeline->fsdp())
       sharded = std::make_unique<parallel::fsdp::ShardedAdamW>(pipeline->flat_groups(), adamw);

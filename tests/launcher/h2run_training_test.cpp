@@ -139,6 +139,19 @@ TEST(H2runTraining, TheMixedClusterConfigTrains) {
   const auto got = losses(dir.path() + "/metrics.jsonl");
   ASSERT_EQ(got.size(), 3u);
   EXPECT_LT(got.at(3), got.at(1)) << "the loss did not fall";
+
+  // The same stages from the plan file (it overrides the config's inline keys).
+  TempDir planned;
+  RunResult p = run_h2run(
+      {"-n", "4", "--", H2_PATH, "train", H2_SOURCE_DIR "/configs/train/hetero-4.yaml", "--set",
+       "train.steps=1", "--set", "train.eval_every=0", "--set", "parallel.stage_layers=2,2",
+       "--set", "parallel.plan=" H2_SOURCE_DIR "/configs/plans/hetero-4.yaml", "--set",
+       "checkpoint.dir=", "--set", "log.metrics_file="},
+      job_env(token_of(planned.path())), 300);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("stages embedding+blocks 0-2 | block 3+head, groups of 2+2"),
+            std::string::npos)
+      << p.out;
 }
 
 }  // namespace

@@ -83,6 +83,9 @@ struct ParallelConfig {
   // pipeline: ranks per stage group, "2,1" (HeteroPP: a group splits each micro-batch's rows);
   // empty: one rank per group.
   std::string stage_ranks;
+  // pipeline: a HeteroPP plan file (config/plan.h) that sets stage_layers, stage_ranks and
+  // cluster.devices; empty: those keys as given.
+  std::string plan;
   bool fsdp = false;         // pipeline: shard every unit's parameters over its stage group
   int64_t gather_group = 0;  // pipeline + fsdp: ZeroPP, gather per G micro-batches; 0: per step
   bool operator==(const ParallelConfig&) const = default;

@@ -128,6 +128,9 @@ const KeyInfo kKeys[] = {
     {"parallel.stage_ranks", KT::string, &field<&TC::parallel, &PC::stage_ranks>,
      "pipeline: ranks per stage group, comma-separated (\"2,1\"): a group splits each "
      "micro-batch's rows; empty: one rank each"},
+    {"parallel.plan", KT::string, &field<&TC::parallel, &PC::plan>,
+     "pipeline: a HeteroPP plan file (stages: layers, chip, ranks) setting stage_layers, "
+     "stage_ranks and cluster.devices"},
     {"parallel.fsdp", KT::boolean, &field<&TC::parallel, &PC::fsdp>,
      "pipeline: shard each unit's parameters over its stage group (gathered for use, gradients "
      "reduce-scattered, AdamW on the shards)"},

@@ -62,6 +62,7 @@ parallel:
   stage_ranks: "2,1"
   fsdp: true
   gather_group: 2
+  plan: plans/mixed.yaml
 cluster:
   devices: "vchip:chip-a,cpu"
 checkpoint:
@@ -114,6 +115,7 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.parallel.stage_ranks, "2,1");
   EXPECT_TRUE(c.parallel.fsdp);
   EXPECT_EQ(c.parallel.gather_group, 2);
+  EXPECT_EQ(c.parallel.plan, "plans/mixed.yaml");
   EXPECT_EQ(c.cluster.devices, "vchip:chip-a,cpu");
   EXPECT_EQ(device_for_rank(c, 0, 2), "vchip:chip-a");
   EXPECT_EQ(device_for_rank(c, 1, 2), "cpu");

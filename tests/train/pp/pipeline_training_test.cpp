@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <ostream>
 
+#include "multiproc.h"
 #include "support/training_runs.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/manifest.h"
+#include "train/trainer.h"
 
 namespace h2::train {
 namespace {
@@ -141,6 +143,30 @@ TEST(PipelineCheckpoint, OneProcessToFsdpPipelineAndBack) {
 
   const Curve got = read_metrics(dir / "hops.jsonl"), want = read_metrics(dir / "whole.jsonl");
   expect_close(got.loss, want.loss, "loss across 1 process -> PP=2 x FSDP=2 -> 1 process");
+}
+
+// A plan whose stage cannot fit its chip is refused by every rank before the model is built,
+// naming the rank, the chip and both sizes.
+TEST(PipelinePlan, AStageTooLargeForItsChipIsRefusedBeforeAnyWork) {
+  const fs::path dir = fresh_dir("h2_pp_memory");
+  config::TrainConfig cfg = small_config(dir, 10);
+  cfg.model.dim = 2048;
+  cfg.model.ffn_dim = 5504;
+  cfg.model.n_heads = 16;
+  cfg.model.n_kv_heads = 16;
+  cfg.parallel.mode = "pipeline";
+  cfg.parallel.stage_layers = "4,6";  // 50M-parameter blocks: 4 on chip-a (2 GiB), 6 on chip-b
+  cfg.cluster.devices = "vchip:chip-a,vchip:chip-b";
+  const auto outcomes = comm::testing::run_ranks(2, [&](comm::testing::RankContext& ctx) {
+    Trainer trainer(
+        cfg, ctx.runtime, [](const std::string&) {}, &ctx.comm());
+  });
+  EXPECT_EQ(outcomes[0].exit_code, 1) << comm::testing::describe(outcomes);
+  EXPECT_NE(outcomes[0].message.find("rank 0 (vchip:0"), std::string::npos) << outcomes[0].message;
+  EXPECT_NE(outcomes[0].message.find("the chip has 2048.0 MiB"), std::string::npos)
+      << outcomes[0].message;
+  EXPECT_NE(outcomes[1].message.find("the chip has 4096.0 MiB"), std::string::npos)
+      << outcomes[1].message;
 }
 
 }  // namespace

@@ -1,0 +1,100 @@
+// HeteroPP plan files: a plan sets the stage layout, the groups and every rank's chip; plans that
+// skip or repeat layers or ranks, use ranks out of order or beyond the job, or split a batch
+// unevenly are refused naming the file, line and values; the memory estimate counts every
+// parameter and scales with the group and the stash.
+#include <gtest/gtest.h>
+
+#include "tests/train/config/test_util.h"
+#include "train/config/plan.h"
+
+namespace h2::config {
+namespace {
+
+using test::TempDir;
+
+constexpr const char* kMixed = R"(# 4 ranks: a fast pair, then two slow chips
+stages:
+  - {layers: 0-2, chip: "vchip:chip-a", ranks: [0, 1]}
+  - {layers: 3-3, chip: "vchip:chip-b", ranks: [2]}
+  - {layers: [4, 5], chip: "vchip:chip-b", ranks: [3]}
+)";
+
+TrainConfig six_layers() {
+  TrainConfig c;
+  c.model.n_layers = 6;
+  c.train.batch_size = 4;
+  return c;
+}
+
+TEST(Plan, SetsTheLayoutTheGroupsAndTheChips) {
+  TempDir dir;
+  const std::string path = dir.write("plan.yaml", kMixed);
+  TrainConfig c = six_layers();
+  apply_plan(load_plan(path), c, 4);
+  EXPECT_EQ(c.parallel.stage_layers, "3,1,2");
+  EXPECT_EQ(c.parallel.stage_ranks, "2,1,1");
+  EXPECT_EQ(c.cluster.devices, "vchip:chip-a,vchip:chip-a,vchip:chip-b,vchip:chip-b");
+  EXPECT_EQ(c.origin_of("cluster.devices"), path);
+  EXPECT_EQ(device_for_rank(c, 2, 4), "vchip:chip-b");
+}
+
+void expect_refused(const std::string& plan_text, int world,
+                    std::initializer_list<std::string> parts, TrainConfig c = six_layers()) {
+  TempDir dir;
+  const std::string path = dir.write("plan.yaml", plan_text);
+  try {
+    apply_plan(load_plan(path), c, world);
+    ADD_FAILURE() << "accepted:\n" << plan_text;
+  } catch (const ConfigError& e) {
+    for (const std::string& part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "'" << part << "' missing in: " << e.what();
+  }
+}
+
+TEST(Plan, RefusesBrokenPlansNamingWhere) {
+  expect_refused(
+      "stages:\n  - {layers: 0-2, chip: cpu, ranks: [0]}\n  - {layers: 4-5, chip: cpu, "
+      "ranks: [1]}\n",
+      2, {"plan.yaml:3", "layers 4-5", "layer 3"});
+  expect_refused("stages:\n  - {layers: 0-5, chip: cpu, ranks: [1, 0]}\n", 2,
+                 {"plan.yaml:2", "rank 1 where rank 0"});
+  expect_refused("stages:\n  - {layers: 0-5, chip: cpu, ranks: [0, 1, 2]}\n", 2,
+                 {"rank 2 does not exist", "2 ranks"});
+  expect_refused("stages:\n  - {layers: 0-5, chip: cpu, ranks: [0]}\n", 2,
+                 {"use 1 ranks", "the job has 2"});
+  expect_refused("stages:\n  - {layers: 0-4, chip: cpu, ranks: [0]}\n", 1,
+                 {"cover 5 blocks", "model.n_layers = 6"});
+  expect_refused("stages:\n  - {layers: 0-5, chip: cpu, ranks: [0, 1, 2]}\n", 3,
+                 {"batch_size = 4", "3 ranks"});
+  expect_refused("stages:\n  - {layers: 0-5, chip: cpu, ranks: [0], speed: 2}\n", 1,
+                 {"plan.yaml:2", "unknown stage key 'speed'"});
+  expect_refused("stages: []\n", 1, {"non-empty 'stages'"});
+  EXPECT_THROW(load_plan("/nonexistent/plan.yaml"), ConfigError);
+}
+
+TEST(Plan, MemoryEstimateCountsParametersAndScalesWithGroupAndStash) {
+  TrainConfig c = six_layers();
+  c.model.dim = 64;
+  c.model.ffn_dim = 172;
+  c.model.n_heads = 4;
+  c.model.n_kv_heads = 2;
+  c.model.tie_embeddings = false;
+  // Embedding V*C, per block 2 C^2 + 2 C kv + 3 C F + 2 C (kv = C / H * Hkv), norm C, head V*C.
+  const int64_t C = 64, F = 172, V = 256, kv = 32;
+  const int64_t block = 2 * C * C + 2 * C * kv + 3 * C * F + 2 * C;
+  const MemoryEstimate whole = estimate_stage_memory(c, 0, 5, true, true, 1, 1);
+  EXPECT_EQ(whole.parameters, V * C + 6 * block + C + V * C);
+  const MemoryEstimate middle = estimate_stage_memory(c, 2, 3, false, false, 1, 1);
+  EXPECT_EQ(middle.parameters, 2 * block);
+  EXPECT_EQ(estimate_stage_memory(c, 2, 3, false, false, 1, 4).activation_bytes,
+            4 * middle.activation_bytes);
+  EXPECT_EQ(estimate_stage_memory(c, 2, 3, false, false, 2, 1).activation_bytes,
+            middle.activation_bytes / 2);
+  c.parallel.fsdp = true;
+  EXPECT_LT(estimate_stage_memory(c, 2, 3, false, false, 4, 1).model_state_bytes,
+            estimate_stage_memory(c, 2, 3, false, false, 1, 1).model_state_bytes);
+}
+
+}  // namespace
+}  // namespace h2::config
