@@ -206,6 +206,8 @@ struct Trainer::State {
       pipeline = std::make_unique<parallel::pipeline::PipelineRuntime>(
           *model, std::move(plan->layout), std::move(plan->schedule), *group, cfg.model.seq_len,
           std::move(plan->group_sizes), cfg.parallel.fsdp);
+    if (pipeline && cfg.parallel.wire_dtype != "auto")
+      pipeline->set_wire_dtype(parse_dtype(cfg.parallel.wire_dtype));
     const AdamwOptions adamw{.weight_decay = cfg.train.weight_decay};
     if (pipeline && pipeline->fsdp())
       sharded = std::make_unique<parallel::fsdp::ShardedAdamW>(pipeline->flat_groups(), adamw);

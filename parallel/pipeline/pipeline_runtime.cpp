@@ -147,7 +147,7 @@ Tensor PipelineRuntime::take_incoming(std::map<Key, Incoming>& box, Key key, con
   for (auto& request : it->second.requests) request->wait();
   Tensor t = std::move(it->second.tensor);
   box.erase(it);
-  return t;
+  return t.dtype() == model_.dtype() ? t : t.to(model_.dtype());
 }
 
 void PipelineRuntime::post_sends(const Tensor& mine, int stage, int peer_stage, int mb,
@@ -157,8 +157,12 @@ void PipelineRuntime::post_sends(const Tensor& mine, int stage, int peer_stage, 
   for (int j = 0; j < int(groups_[size_t(q)].size()); ++j) {
     const auto [lo, hi] = intersect(rows, rows_of(q, j, mb));
     if (lo >= hi) continue;
-    sends_.push_back(job_.isend(mine.slice(0, lo - rows.first, hi - rows.first),
-                                groups_[size_t(q)][size_t(j)], tag(stage, mb, gradient)));
+    Tensor piece = mine.slice(0, lo - rows.first, hi - rows.first);
+    if (wire_dtype_ && *wire_dtype_ != piece.dtype()) {
+      piece = piece.to(*wire_dtype_);
+      wire_sends_.push_back(piece);
+    }
+    sends_.push_back(job_.isend(piece, groups_[size_t(q)][size_t(j)], tag(stage, mb, gradient)));
   }
 }
 
@@ -166,7 +170,7 @@ void PipelineRuntime::post_receives(std::map<Key, Incoming>& box, int stage, int
                                     bool gradient) {
   const auto rows = rows_of(position_, group_rank_, mb);
   Incoming in{Tensor::empty({rows.second - rows.first, seq_len_, model_.config().dim},
-                            model_.dtype(), model_.device()),
+                            wire_dtype_.value_or(model_.dtype()), model_.device()),
               {}};
   const int q = position_of(peer_stage);
   for (int k = 0; k < int(groups_[size_t(q)].size()); ++k) {
@@ -294,6 +298,7 @@ double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatch
   }
   for (auto& request : sends_) request->wait();
   sends_.clear();
+  wire_sends_.clear();
   if (observer) observer->step_finished();
   outputs_.clear();
   in_grads_.clear();

@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -78,6 +79,10 @@ class PipelineRuntime {
   // Forward only over `microbatches` micro-batches (evaluation); the mean loss on every rank.
   double evaluate(const MicroBatchSource& source, int microbatches);
 
+  // The dtype activations and gradients travel in between ranks (bf16 halves the bytes; the
+  // receiver widens them back to the compute dtype). Default: the compute dtype.
+  void set_wire_dtype(DType dtype) { wire_dtype_ = dtype; }
+
   // Receives every training step's actions (not evaluation's); nullptr stops. Not owned.
   void set_observer(ActionObserver* observer) { observer_ = observer; }
   // Activations stashed on this rank right now (forwards whose backward has not run), by stage.
@@ -109,7 +114,7 @@ class PipelineRuntime {
     auto operator<=>(const Key&) const = default;
   };
   struct Incoming {
-    Tensor tensor;
+    Tensor tensor;  // in the wire dtype while transfers are in flight
     std::vector<std::unique_ptr<comm::Request>> requests;  // empty for a local hand-over
   };
 
@@ -141,6 +146,8 @@ class PipelineRuntime {
   std::unique_ptr<comm::Communicator> group_;      // this position's ranks (when more than one)
   std::unique_ptr<comm::Communicator> tied_pair_;  // first and last stage's ranks, when tied
   ActionObserver* observer_ = nullptr;
+  std::optional<DType> wire_dtype_;
+  std::vector<Tensor> wire_sends_;  // narrowed copies kept until their sends complete
   std::map<int, std::unique_ptr<fsdp::FlatParamGroup>> flats_;  // by unit, FSDP only
 
   // Per step.

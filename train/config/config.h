@@ -86,6 +86,8 @@ struct ParallelConfig {
   // pipeline: a HeteroPP plan file (config/plan.h) that sets stage_layers, stage_ranks and
   // cluster.devices; empty: those keys as given.
   std::string plan;
+  std::string wire_dtype =
+      "auto";                // pipeline: activations between ranks: auto (compute), f32, bf16
   bool fsdp = false;         // pipeline: shard every unit's parameters over its stage group
   int64_t gather_group = 0;  // pipeline + fsdp: ZeroPP, gather per G micro-batches; 0: per step
   bool operator==(const ParallelConfig&) const = default;

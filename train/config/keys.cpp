@@ -131,6 +131,13 @@ const KeyInfo kKeys[] = {
     {"parallel.plan", KT::string, &field<&TC::parallel, &PC::plan>,
      "pipeline: a HeteroPP plan file (stages: layers, chip, ranks) setting stage_layers, "
      "stage_ranks and cluster.devices"},
+    {"parallel.wire_dtype",
+     KT::string,
+     &field<&TC::parallel, &PC::wire_dtype>,
+     "pipeline: dtype of activations and gradients sent between ranks (bf16 halves the bytes); "
+     "auto: the compute dtype",
+     {},
+     "auto|f32|bf16"},
     {"parallel.fsdp", KT::boolean, &field<&TC::parallel, &PC::fsdp>,
      "pipeline: shard each unit's parameters over its stage group (gathered for use, gradients "
      "reduce-scattered, AdamW on the shards)"},

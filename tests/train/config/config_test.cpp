@@ -63,6 +63,7 @@ parallel:
   fsdp: true
   gather_group: 2
   plan: plans/mixed.yaml
+  wire_dtype: bf16
 cluster:
   devices: "vchip:chip-a,cpu"
 checkpoint:
@@ -116,6 +117,7 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_TRUE(c.parallel.fsdp);
   EXPECT_EQ(c.parallel.gather_group, 2);
   EXPECT_EQ(c.parallel.plan, "plans/mixed.yaml");
+  EXPECT_EQ(c.parallel.wire_dtype, "bf16");
   EXPECT_EQ(c.cluster.devices, "vchip:chip-a,cpu");
   EXPECT_EQ(device_for_rank(c, 0, 2), "vchip:chip-a");
   EXPECT_EQ(device_for_rank(c, 1, 2), "cpu");

@@ -8,6 +8,8 @@
 // (PP=2 x FSDP=2, with ZeroPP gathering per 2 micro-batches, and a (2, 1) plan).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <ostream>
 
@@ -167,6 +169,33 @@ TEST(PipelinePlan, AStageTooLargeForItsChipIsRefusedBeforeAnyWork) {
       << outcomes[0].message;
   EXPECT_NE(outcomes[1].message.find("the chip has 4096.0 MiB"), std::string::npos)
       << outcomes[1].message;
+}
+
+// BF16 on the wire: activations and gradients between stages travel in half the bytes; the
+// run differs from the FP32 one (so the wire really narrows) and stays close to it.
+TEST(PipelineWire, Bf16TransfersChangeTheLossOnlySlightly) {
+  const fs::path dir = fresh_dir("h2_pp_wire");
+  config::TrainConfig cfg = small_config(dir, 4);
+  cfg.model.tie_embeddings = false;
+  cfg.train.eval_every = 0;
+  cfg.train.grad_accum = 4;
+  cfg.parallel.mode = "pipeline";
+  cfg.log.metrics_file = (dir / "f32.jsonl").string();
+  train_on_ranks(cfg, 2);
+  cfg.parallel.wire_dtype = "bf16";  // (default auto: the compute dtype)
+  cfg.log.metrics_file = (dir / "bf16.jsonl").string();
+  train_on_ranks(cfg, 2);
+  const Curve f32 = read_metrics(dir / "f32.jsonl"), bf16 = read_metrics(dir / "bf16.jsonl");
+  ASSERT_EQ(f32.loss.size(), 20u);
+  ASSERT_EQ(bf16.loss.size(), 20u);
+  double worst = 0;
+  for (const auto& [step, loss] : f32.loss)
+    worst = std::max(worst, std::abs(bf16.loss.at(step) - loss) / loss);
+  EXPECT_GT(worst, 0) << "bf16 on the wire changed nothing: was it used?";
+  EXPECT_LT(worst, 0.02) << "bf16 on the wire moved the loss by more than 2%";
+  std::printf(
+      "bf16 wire: largest relative loss difference over 20 steps %.2e, final %.4f vs %.4f\n", worst,
+      bf16.loss.at(20), f32.loss.at(20));
 }
 
 }  // namespace
