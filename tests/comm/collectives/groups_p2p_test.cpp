@@ -15,10 +15,6 @@
 namespace h2::comm::testing {
 namespace {
 
-void expect_all_ok(const std::vector<RankOutcome>& outcomes) {
-  for (const RankOutcome& o : outcomes) EXPECT_EQ(o.exit_code, 0) << describe(outcomes);
-}
-
 std::vector<double> filled(int64_t count, double base) {
   std::vector<double> v(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) v[size_t(i)] = base + double(i % 7);

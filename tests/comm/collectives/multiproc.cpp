@@ -1,6 +1,8 @@
 // fork/pipe/waitpid plumbing of the multi-process harness.
 #include "multiproc.h"
 
+#include <gtest/gtest.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -187,6 +189,10 @@ std::string describe(const std::vector<RankOutcome>& outcomes) {
     text += "\n";
   }
   return text;
+}
+
+void expect_all_ok(const std::vector<RankOutcome>& outcomes) {
+  for (const RankOutcome& o : outcomes) EXPECT_EQ(o.exit_code, 0) << describe(outcomes);
 }
 
 }  // namespace h2::comm::testing

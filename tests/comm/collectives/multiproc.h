@@ -49,4 +49,7 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const RunOpti
 // "rank 0: ok; rank 1: exit 1 (message)" for failure messages.
 std::string describe(const std::vector<RankOutcome>& outcomes);
 
+// Fails the current test, showing every rank's outcome, unless every rank exited 0.
+void expect_all_ok(const std::vector<RankOutcome>& outcomes);
+
 }  // namespace h2::comm::testing

@@ -19,14 +19,11 @@ namespace h2::parallel::fsdp {
 namespace {
 
 using comm::testing::describe;
+using comm::testing::expect_all_ok;
 using comm::testing::RankContext;
 using comm::testing::run_ranks;
 using testing::make_param_set;
 using testing::ParamSet;
-
-void expect_all_ok(const std::vector<comm::testing::RankOutcome>& outcomes) {
-  for (const auto& o : outcomes) ASSERT_EQ(o.exit_code, 0) << describe(outcomes);
-}
 
 // Checks the sizes and this rank's master shard against the original flat values.
 void check_shard(const FlatParamGroup& g, const std::vector<float>& original, int n, int rank,

@@ -17,7 +17,6 @@
 namespace h2::parallel::fsdp {
 namespace {
 
-using comm::testing::describe;
 using comm::testing::RankContext;
 using comm::testing::run_ranks;
 using testing::make_param_set;
@@ -150,7 +149,7 @@ TEST_P(ShardedAdamWGroups, ThreeStepsEqualUnshardedAdamWOnSummedGradients) {
   const auto outcomes = run_ranks(GetParam(), [](RankContext& ctx) {
     for (DType dtype : {DType::f32, DType::bf16}) compare_with_unsharded(ctx, dtype);
   });
-  for (const auto& o : outcomes) ASSERT_EQ(o.exit_code, 0) << describe(outcomes);
+  comm::testing::expect_all_ok(outcomes);
 }
 
 INSTANTIATE_TEST_SUITE_P(GroupSizes, ShardedAdamWGroups, ::testing::Values(1, 2, 3),
@@ -162,7 +161,7 @@ TEST(ShardedAdamW, EqualsUnshardedAdamWOnVirtualChips) {
   options.env = {{"H2_VCHIP_TIME_SCALE", "0"}};
   const auto outcomes = run_ranks(
       2, [](RankContext& ctx) { compare_with_unsharded(ctx, DType::bf16); }, options);
-  for (const auto& o : outcomes) ASSERT_EQ(o.exit_code, 0) << describe(outcomes);
+  comm::testing::expect_all_ok(outcomes);
 }
 
 }  // namespace

@@ -24,7 +24,6 @@
 namespace h2::parallel::pipeline {
 namespace {
 
-using comm::testing::describe;
 using comm::testing::RankContext;
 using comm::testing::run_ranks;
 
@@ -111,7 +110,7 @@ TEST(PipelineTraceGather, AlignsClocksAndMergesEveryRanksEvents) {
       std::filesystem::temp_directory_path() / ("h2_trace_gather_" + std::to_string(::getpid()));
   const std::string path = (dir / "trace.json").string();
   const auto outcomes = run_ranks(3, [&](RankContext& ctx) { body(ctx, path); });
-  for (const auto& o : outcomes) ASSERT_EQ(o.exit_code, 0) << describe(outcomes);
+  comm::testing::expect_all_ok(outcomes);
   EXPECT_TRUE(std::filesystem::exists(path));
   std::filesystem::remove_all(dir);
 }

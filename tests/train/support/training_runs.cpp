@@ -15,7 +15,6 @@
 namespace h2::train::testing {
 
 namespace fs = std::filesystem;
-using comm::testing::describe;
 using comm::testing::RankContext;
 using comm::testing::run_ranks;
 
@@ -45,7 +44,7 @@ void train_on_ranks(const config::TrainConfig& cfg, int ranks) {
         cfg, ctx.runtime, [](const std::string&) {}, ranks > 1 ? &ctx.comm() : nullptr);
     trainer.run();
   });
-  for (const auto& o : outcomes) ASSERT_EQ(o.exit_code, 0) << describe(outcomes);
+  comm::testing::expect_all_ok(outcomes);
 }
 
 Curve read_metrics(const fs::path& path) {
