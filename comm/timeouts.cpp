@@ -20,10 +20,13 @@ Millis comm_timeout() {
   return Millis(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
 }
 
-uint64_t spins_before_yield(int local_ranks) {
+int usable_cpu_count() {
   cpu_set_t allowed;
-  const int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
-  return local_ranks > cpus ? 0 : 2000;
+  return sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
+}
+
+uint64_t spins_before_yield(int local_ranks) {
+  return local_ranks > usable_cpu_count() ? 0 : 2000;
 }
 
 }  // namespace h2::comm

@@ -4,11 +4,11 @@
 // type, default and meaning is listed by `h2 train --help`. A bad config is reported (exit 2)
 // before any work.
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 
 #include "backends/registry.h"
+#include "comm/timeouts.h"
 #include "comm/world.h"
 #include "core/error.h"
 #include "launcher/command.h"
@@ -17,16 +17,6 @@
 #include "train/trainer.h"
 
 namespace h2::launcher {
-namespace {
-
-// CPUs this process may run on.
-int cpu_count() {
-  cpu_set_t allowed;
-  return sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
-}
-
-}  // namespace
-
 Command make_train_command(CLI::App& parent) {
   struct Options {
     std::string config_path;
@@ -47,7 +37,7 @@ Command make_train_command(CLI::App& parent) {
         RuntimeOptions runtime_options = RuntimeOptions::from_env();
         // Ranks sharing a node share its cores: each takes its share unless told otherwise.
         if (runtime_options.cpu.threads == 0 && rank.local_size > 1)
-          runtime_options.cpu.threads = std::max(1, cpu_count() / rank.local_size);
+          runtime_options.cpu.threads = std::max(1, comm::usable_cpu_count() / rank.local_size);
         auto runtime = create_runtime(runtime_options);
         std::unique_ptr<comm::World> world;
         if (cfg.parallel.mode != "single") {
