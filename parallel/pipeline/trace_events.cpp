@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -48,19 +50,9 @@ std::vector<std::vector<double>> gather_ragged(comm::Communicator& job, Device& 
   return all;
 }
 
+// A JSON string literal (nlohmann's escaping).
 std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", int(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + '"';
+  return nlohmann::json(std::string(s)).dump();
 }
 
 const char* category(ActionKind kind) {
