@@ -6,5 +6,10 @@ cd "$(dirname "$0")/.."
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="$PATH:/usr/local/cuda/bin"
 fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+# The Python of the tests/python checks: the venv scripts/test.sh makes, where it exists.
+test_python=()
+if [[ -x build/venv-test/bin/python ]]; then
+  test_python=(-DH2_TEST_PYTHON="$PWD/build/venv-test/bin/python")
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${test_python[@]}" "$@"
 cmake --build build -j "$(nproc)"

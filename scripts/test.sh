@@ -4,6 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ $(id -u) -eq 0 ]]; then bash scripts/install_deps.sh; else sudo bash scripts/install_deps.sh; fi
+# ml_dtypes, the reference of tests/python/check_ml_dtypes.py (low-precision formats), in a venv
+# that scripts/build.sh hands to CMake; without it (no network) that test is skipped.
+venv=build/venv-test
+if ! "$venv/bin/python" -c "import ml_dtypes" >/dev/null 2>&1; then
+  system_python=$(command -v /usr/bin/python3 || command -v python3 || true)
+  if ! { "$system_python" -m venv "$venv" &&
+    "$venv/bin/pip" install -q --retries 1 --timeout 30 ml_dtypes==0.6.0; }; then
+    echo "test.sh: warning: could not install ml_dtypes into $venv; its check will be skipped" >&2
+  fi
+fi
 bash scripts/build.sh "$@"
 exclude=()
 if ! (command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU); then

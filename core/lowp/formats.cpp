@@ -1,0 +1,239 @@
+// Low-precision element formats (core/lowp/formats.h): format facts and names, the scalar
+// reference (a thin layer over format_codec.h), decode tables, and the batch encoders. These run
+// over chunks of 64 elements with branch-free bodies that GCC vectorises, and gather amax and the
+// saturated count in the same pass.
+#include "core/lowp/formats.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/lowp/format_codec.h"
+
+namespace h2::lowp {
+namespace {
+
+using codec::E2M1;
+using codec::E4M3;
+using codec::E5M2;
+using codec::float_bits;
+
+constexpr std::array<FormatInfo, 4> kFormatInfos = {{
+    {"e4m3", 8, 4, 3, 7, 448.0f, 0x1p-6f, 0x1p-9f, 0x1p-4f, false, true},
+    {"e5m2", 8, 5, 2, 15, 57344.0f, 0x1p-14f, 0x1p-16f, 0x1p-3f, true, true},
+    {"e2m1", 4, 2, 1, 1, 6.0f, 1.0f, 0.5f, 0x1p-2f, false, false},
+    {"e8m0", 8, 8, 0, 127, 0x1p127f, 0x1p-127f, 0x1p-127f, 0.0f, false, true},
+}};
+
+constexpr int64_t kChunk = 64;
+
+size_t index_of(Format f) {
+  return static_cast<size_t>(f);
+}
+
+bool saturates(Overflow overflow) {
+  return overflow == Overflow::saturate;
+}
+
+// Calls fn(codec::E4M3{}) etc. for the element formats; E8M0 is a scale format only.
+template <class Fn>
+decltype(auto) with_element_format(Format f, const char* what, Fn&& fn) {
+  switch (f) {
+    case Format::e4m3:
+      return fn(E4M3{});
+    case Format::e5m2:
+      return fn(E5M2{});
+    case Format::e2m1:
+      return fn(E2M1{});
+    case Format::e8m0:
+      break;
+  }
+  H2_THROW(Error, "{}: e8m0 is a scale format, not an element format", what);
+}
+
+// ---- batch encoding ---------------------------------------------------------------------------
+
+// |x| as bits for the amax: NaN counts as 0 (amax ignores NaN, as fmax does). Arithmetic rather
+// than a select, which GCC would fold into the max and then not vectorise the reduction.
+inline uint32_t amax_candidate(uint32_t bits) {
+  const uint32_t abs_bits = bits & codec::kF32AbsMask;
+  const uint32_t nan_mask =
+      static_cast<uint32_t>(static_cast<int32_t>(codec::kF32InfBits - abs_bits) >> 31);
+  return abs_bits & ~nan_mask;
+}
+
+// 1 when rounding carries a scaled value past the largest finite value (Inf too, NaN not).
+template <class F>
+inline uint32_t beyond_range(uint32_t bits) {
+  const uint32_t abs_bits = bits & codec::kF32AbsMask;
+  return (abs_bits >= F::kOverflowBits && abs_bits <= codec::kF32InfBits) ? 1u : 0u;
+}
+
+// Writes `len` codes of the chunk starting at element `first`: one byte each, or packed two per
+// byte for E2M1 (element 2i in the low nibble). `codes` has room for one padding code.
+template <class F>
+inline void store_chunk(uint8_t* codes, int64_t len, int64_t first, uint8_t* out) {
+  if constexpr (F::kBits == 8) {
+    std::memcpy(out + first, codes, static_cast<size_t>(len));
+  } else {
+    codes[len] = 0;  // an odd tail leaves the last high nibble 0
+    uint8_t* packed = out + first / 2;
+    const int64_t bytes = (len + 1) / 2;
+    for (int64_t j = 0; j < bytes; ++j) {
+      packed[j] = static_cast<uint8_t>(codes[2 * j] | (codes[2 * j + 1] << 4));
+    }
+  }
+}
+
+// The shared batch loop: code_of(scaled_bits, element_index) gives each element's code.
+template <class F, class CodeOf>
+void encode_chunks(const float* in, int64_t n, float multiplier, uint8_t* out, EncodeStats* stats,
+                   CodeOf code_of) {
+  uint32_t amax_bits = 0;
+  int64_t saturated = 0;
+  for (int64_t first = 0; first < n; first += kChunk) {
+    const int64_t len = std::min(kChunk, n - first);
+    const float* chunk = in + first;
+    uint8_t codes[kChunk + 1];
+    uint32_t chunk_amax = 0;
+    uint32_t chunk_saturated = 0;
+    for (int64_t i = 0; i < len; ++i) {
+      const uint32_t scaled = float_bits(chunk[i] * multiplier);
+      chunk_amax = std::max(chunk_amax, amax_candidate(float_bits(chunk[i])));
+      chunk_saturated += beyond_range<F>(scaled);
+      codes[i] = static_cast<uint8_t>(code_of(scaled, first + i));
+    }
+    amax_bits = std::max(amax_bits, chunk_amax);
+    saturated += chunk_saturated;
+    store_chunk<F>(codes, len, first, out);
+  }
+  if (stats != nullptr) {
+    stats->amax = std::max(stats->amax, codec::bits_float(amax_bits));
+    stats->saturated += saturated;
+  }
+}
+
+template <class F>
+void encode_rne_n(const float* in, int64_t n, float multiplier, uint8_t* out, bool saturate,
+                  EncodeStats* stats) {
+  // Two instantiations, so that the overflow rule is a constant inside the loop.
+  if (saturate) {
+    encode_chunks<F>(in, n, multiplier, out, stats,
+                     [](uint32_t bits, int64_t) { return codec::encode_rne<F>(bits, true); });
+  } else {
+    encode_chunks<F>(in, n, multiplier, out, stats,
+                     [](uint32_t bits, int64_t) { return codec::encode_rne<F>(bits, false); });
+  }
+}
+
+template <class F>
+void encode_stochastic_chunks(const float* in, int64_t n, float multiplier, uint64_t seed,
+                              uint64_t first_index, uint8_t* out, bool saturate,
+                              EncodeStats* stats) {
+  const uint64_t key = codec::random_key(seed);
+  auto code_of = [key, first_index](bool sat) {
+    return [key, first_index, sat](uint32_t bits, int64_t i) {
+      const uint32_t random =
+          codec::counter_random_from_key(key, first_index + static_cast<uint64_t>(i));
+      return codec::encode_stochastic<F>(bits, random, sat);
+    };
+  };
+  if (saturate) {
+    encode_chunks<F>(in, n, multiplier, out, stats, code_of(true));
+  } else {
+    encode_chunks<F>(in, n, multiplier, out, stats, code_of(false));
+  }
+}
+
+// ---- decode tables ----------------------------------------------------------------------------
+
+using DecodeTable = std::array<float, 256>;
+
+template <class Decode>
+DecodeTable make_table(Decode decode_code) {
+  DecodeTable table{};
+  for (uint32_t code = 0; code < 256; ++code) table[code] = decode_code(code);
+  return table;
+}
+
+}  // namespace
+
+const FormatInfo& format_info(Format f) {
+  H2_CHECK(index_of(f) < kFormatInfos.size(), "unknown format {}", index_of(f));
+  return kFormatInfos[index_of(f)];
+}
+
+Format parse_format(std::string_view name) {
+  for (size_t i = 0; i < kFormatInfos.size(); ++i) {
+    if (kFormatInfos[i].name == name) return static_cast<Format>(i);
+  }
+  H2_THROW(ConfigError, "unknown low-precision format '{}' (valid: e4m3, e5m2, e2m1, e8m0)", name);
+}
+
+uint8_t encode(Format f, float x, Overflow overflow) {
+  const uint32_t bits = float_bits(x);
+  const bool saturate = saturates(overflow);
+  if (f == Format::e8m0) return static_cast<uint8_t>(codec::encode_e8m0(bits, saturate));
+  return with_element_format(f, "encode", [&](auto format) {
+    return static_cast<uint8_t>(codec::encode_rne<decltype(format)>(bits, saturate));
+  });
+}
+
+float decode(Format f, uint8_t code) {
+  if (f == Format::e8m0) return codec::decode_e8m0(code);
+  return with_element_format(f, "decode",
+                             [&](auto format) { return codec::decode<decltype(format)>(code); });
+}
+
+uint8_t encode_stochastic(Format f, float x, uint32_t random_bits, Overflow overflow) {
+  return with_element_format(f, "encode_stochastic", [&](auto format) {
+    return static_cast<uint8_t>(codec::encode_stochastic<decltype(format)>(
+        float_bits(x), random_bits, saturates(overflow)));
+  });
+}
+
+uint32_t counter_random(uint64_t seed, uint64_t index) {
+  return codec::counter_random(seed, index);
+}
+
+void encode_n(Format f, const float* in, int64_t n, float multiplier, uint8_t* out,
+              Overflow overflow, EncodeStats* stats) {
+  with_element_format(f, "encode_n", [&](auto format) {
+    encode_rne_n<decltype(format)>(in, n, multiplier, out, saturates(overflow), stats);
+  });
+}
+
+void encode_stochastic_n(Format f, const float* in, int64_t n, float multiplier, uint64_t seed,
+                         uint64_t first_index, uint8_t* out, Overflow overflow,
+                         EncodeStats* stats) {
+  with_element_format(f, "encode_stochastic_n", [&](auto format) {
+    encode_stochastic_chunks<decltype(format)>(in, n, multiplier, seed, first_index, out,
+                                               saturates(overflow), stats);
+  });
+}
+
+void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* out) {
+  const float* table = decode_table(f);
+  if (f == Format::e2m1) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t code = (in[i / 2] >> ((i & 1) * 4)) & 0xfu;
+      out[i] = table[code] * multiplier;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]] * multiplier;
+  }
+}
+
+const float* decode_table(Format f) {
+  static const std::array<DecodeTable, 4> tables = {
+      make_table([](uint32_t c) { return codec::decode<E4M3>(c); }),
+      make_table([](uint32_t c) { return codec::decode<E5M2>(c); }),
+      make_table([](uint32_t c) { return codec::decode<E2M1>(c); }),
+      make_table([](uint32_t c) { return codec::decode_e8m0(c); }),
+  };
+  H2_CHECK(index_of(f) < tables.size(), "unknown format {}", index_of(f));
+  return tables[index_of(f)].data();
+}
+
+}  // namespace h2::lowp
