@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 
+#include "core/lowp/quant_spec.h"
 #include "core/tensor.h"
 
 namespace h2 {
@@ -303,6 +304,54 @@ struct AdamwArgs {
                                       {&grad, TensorRole::in, "grad"}}};
   }
   DType key_dtype() const { return grad.dtype(); }
+};
+
+// Quantizes in (R, K), or in^T when transpose (in is then (K, R)), into q per q.spec (see
+// core/lowp/quant_spec.h for the scale rules); in: f32 or bf16. q's tensors are outputs.
+// multiplier > 0 imposes the f32_amax multiplier for a per-tensor spec (delayed scaling);
+// stochastic rounds element (r, k) with counter_random(seed, first_index + r * K + k).
+// stats (optional, f32 (2)): [0] = amax of in, [1] = elements saturated (or overflowed).
+struct QuantizeArgs {
+  lowp::QTensor q;
+  Tensor stats;
+  Tensor in;
+  bool transpose = false;
+  float multiplier = 0;
+  bool stochastic = false;
+  uint64_t seed = 0;
+  uint64_t first_index = 0;
+  lowp::Overflow overflow = lowp::Overflow::saturate;
+  auto slots() {
+    return std::array<TensorSlot, 5>{{{&q.codes, TensorRole::out, "codes"},
+                                      {&q.scales, TensorRole::out, "scales"},
+                                      {&q.global, TensorRole::out, "global"},
+                                      {&stats, TensorRole::out, "stats"},
+                                      {&in, TensorRole::in, "in"}}};
+  }
+  DType key_dtype() const { return q.codes.dtype(); }
+};
+
+// out (M, N) = alpha * deq(a) @ deq(b)^T + beta * out; a: (M, K), b: (N, K) quantized (any
+// specs, each block_cols a multiple of the other's or whole K); products of dequantized values
+// accumulated in FP32 (what an FP8/FP4 tensor-core GEMM computes, up to summation order).
+// out: f32 or bf16; with beta == 0 it is not read.
+struct QMatmulArgs {
+  Tensor out;
+  lowp::QTensor a;
+  lowp::QTensor b;
+  float alpha = 1;
+  float beta = 0;
+  auto slots() {
+    return std::array<TensorSlot, 7>{
+        {{&out, beta == 0 ? TensorRole::out : TensorRole::inout, "out"},
+         {&a.codes, TensorRole::in, "a.codes"},
+         {&a.scales, TensorRole::in, "a.scales"},
+         {&a.global, TensorRole::in, "a.global"},
+         {&b.codes, TensorRole::in, "b.codes"},
+         {&b.scales, TensorRole::in, "b.scales"},
+         {&b.global, TensorRole::in, "b.global"}}};
+  }
+  DType key_dtype() const { return a.codes.dtype(); }
 };
 
 }  // namespace h2

@@ -99,4 +99,22 @@ OpCost op_cost_adamw(const AdamwArgs& a) {
   return elementwise(a, 16, a.param);
 }
 
+// quantize: read in, write codes, scales and stats (all_bytes); per element an |x|, a max, the
+// multiply by the block's multiplier and the rounding: about 4 FLOPs. Counted at the input's
+// dtype (vector units, not the low-precision GEMM peak).
+OpCost op_cost_quantize(const QuantizeArgs& a) {
+  return {4 * double(a.in.numel()), all_bytes(a), a.in.dtype()};
+}
+
+// qmatmul: 2*M*N*K at the a operand's element dtype (f8e4m3, f8e5m2, f4e2m1), so a chip with an
+// FP8 peak is paced at it (vchip falls back to its f32 peak where it has none); bytes of both
+// operands' codes and scales, and out (read too when beta != 0).
+OpCost op_cost_qmatmul(const QMatmulArgs& a) {
+  const double k = a.a.codes.defined() ? double(a.a.codes.size(-1)) : 0.0;
+  const double operands = bytes_of(a.a.codes) + bytes_of(a.a.scales) + bytes_of(a.a.global) +
+                          bytes_of(a.b.codes) + bytes_of(a.b.scales) + bytes_of(a.b.global);
+  return {2.0 * double(a.out.numel()) * k, operands + bytes_of(a.out) * (a.beta != 0 ? 2 : 1),
+          a.a.codes.dtype()};
+}
+
 }  // namespace h2

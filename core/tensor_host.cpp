@@ -5,9 +5,45 @@
 
 #include "core/error.h"
 #include "core/half_float.h"
+#include "core/lowp/formats.h"
 
 namespace h2 {
 namespace {
+
+// The element format of an FP8/FP4 dtype (codes are converted with saturation, ties to even).
+bool lowp_format(DType dtype, lowp::Format* f) {
+  switch (dtype) {
+    case DType::f8e4m3:
+      *f = lowp::Format::e4m3;
+      return true;
+    case DType::f8e5m2:
+      *f = lowp::Format::e5m2;
+      return true;
+    case DType::f4e2m1:
+      *f = lowp::Format::e2m1;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Code of element i of a packed or byte-per-element code buffer.
+uint8_t load_code(const void* base, DType dtype, int64_t i) {
+  const uint8_t* bytes = static_cast<const uint8_t*>(base);
+  if (dtype != DType::f4e2m1) return bytes[i];
+  return uint8_t(i % 2 == 0 ? bytes[i / 2] & 0x0f : bytes[i / 2] >> 4);
+}
+
+void store_code(void* base, DType dtype, int64_t i, uint8_t code) {
+  uint8_t* bytes = static_cast<uint8_t*>(base);
+  if (dtype != DType::f4e2m1) {
+    bytes[i] = code;
+  } else if (i % 2 == 0) {
+    bytes[i / 2] = uint8_t((bytes[i / 2] & 0xf0) | (code & 0x0f));
+  } else {
+    bytes[i / 2] = uint8_t((bytes[i / 2] & 0x0f) | (code << 4));
+  }
+}
 
 void upload(const Tensor& dst, const void* host, size_t bytes) {
   dst.device().copy_bytes(dst.data(), true, host, false, bytes, dst.device().default_stream());
@@ -40,8 +76,15 @@ Tensor tensor_from_floats(std::span<const float> values, const Shape& shape, DTy
       upload(t, encoded.data(), encoded.size() * 2);
       break;
     }
-    default:
-      H2_THROW(UnsupportedError, "tensor_from_floats to {}", dtype_name(dtype));
+    default: {
+      lowp::Format f;
+      if (!lowp_format(dtype, &f))
+        H2_THROW(UnsupportedError, "tensor_from_floats to {}", dtype_name(dtype));
+      std::vector<uint8_t> codes(size_t(t.nbytes()), 0);
+      for (size_t i = 0; i < values.size(); ++i)
+        store_code(codes.data(), dtype, int64_t(i), lowp::encode(f, values[i]));
+      upload(t, codes.data(), codes.size());
+    }
   }
   return t;
 }
@@ -77,8 +120,13 @@ std::vector<float> tensor_to_floats(const Tensor& tensor) {
         values[i] = tensor.dtype() == DType::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
       }
       break;
-    default:
-      H2_THROW(UnsupportedError, "tensor_to_floats of {}", tensor.str());
+    default: {
+      lowp::Format f;
+      if (!lowp_format(tensor.dtype(), &f))
+        H2_THROW(UnsupportedError, "tensor_to_floats of {}", tensor.str());
+      for (size_t i = 0; i < values.size(); ++i)
+        values[i] = lowp::decode(f, load_code(bytes.data(), tensor.dtype(), int64_t(i)));
+    }
   }
   return values;
 }
@@ -120,6 +168,14 @@ void store_host_element(void* base, DType dtype, int64_t i, double value) {
     case DType::u8:
       static_cast<uint8_t*>(base)[i] = uint8_t(value);
       return;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+    case DType::f4e2m1: {
+      lowp::Format f;
+      lowp_format(dtype, &f);
+      store_code(base, dtype, i, lowp::encode(f, float(value)));
+      return;
+    }
     default:
       H2_THROW(UnsupportedError, "no host element access for {}", dtype_name(dtype));
   }
@@ -139,6 +195,13 @@ double load_host_element(const void* base, DType dtype, int64_t i) {
       return double(static_cast<const int64_t*>(base)[i]);
     case DType::u8:
       return static_cast<const uint8_t*>(base)[i];
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+    case DType::f4e2m1: {
+      lowp::Format f;
+      lowp_format(dtype, &f);
+      return lowp::decode(f, load_code(base, dtype, i));
+    }
     default:
       H2_THROW(UnsupportedError, "no host element access for {}", dtype_name(dtype));
   }

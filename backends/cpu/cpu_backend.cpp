@@ -70,7 +70,9 @@ CpuDevice::CpuDevice(const CpuOptions& options)
   props_.peak_flops = {
       {DType::f32, peak * 1e9}, {DType::bf16, peak * 1e9}, {DType::f16, peak * 1e9}};
   props_.memory_bandwidth = 40e9;
-  props_.dtypes = {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8};
+  // f8e4m3, f8e5m2, f4e2m1: the codes of quantize and qmatmul (emulated: decoded to FP32).
+  props_.dtypes = {DType::f32,    DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2,
+                   DType::f4e2m1, DType::i32,  DType::i64, DType::u8};
 }
 
 void CpuDevice::copy_bytes(void* dst, bool, const void* src, bool, size_t bytes, Stream&) {

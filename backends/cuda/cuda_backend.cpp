@@ -53,7 +53,9 @@ DeviceProps read_props(int index) {
   DeviceProps props;
   props.name = prop.name;
   props.memory_bytes = int64_t(prop.totalGlobalMem);
-  props.dtypes = {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8};
+  // f8e4m3, f8e5m2, f4e2m1: the codes of quantize and qmatmul.
+  props.dtypes = {DType::f32,    DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2,
+                  DType::f4e2m1, DType::i32,  DType::i64, DType::u8};
 
   // CUDA 13 dropped cudaDeviceProp::memoryClockRate; the attribute remains (kHz, double data rate).
   double memory_clock_hz = double(device_attribute(cudaDevAttrMemoryClockRate, index)) * 1e3;

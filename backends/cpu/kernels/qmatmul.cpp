@@ -1,0 +1,217 @@
+// CPU qmatmul: out (M, N) = alpha * deq(a) @ deq(b)^T + beta * out, for quantized a and b
+// (core/lowp/quant_spec.h), products accumulated in FP32 by OpenBLAS SGEMM.
+//
+// Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent (columns of
+// both operands' codes). Each operand has its own spec: blocks br x bc, scale grid GR x GC.
+// kc: the K chunk (kKChunk, or all of K when smaller); Mp, Np: rows of a and b per panel
+// (kPanelRows at most).
+//
+// Algorithm. Full FP32 copies of the operands are never made. For each (Mp x Np) panel of out,
+// for each K chunk:
+//   1. decode rows [m0, m0 + Mp) of a, columns [k0, k0 + kc), into an FP32 tile (Mp x kc), and
+//      the same rows of b into another (Np x kc): element = table[code] * its block's FP32 scale
+//      (E2M1: a 256-entry table of nibble pairs), row by row in parallel; a row's segment of
+//      constant scale is one inner loop;
+//   2. SGEMM acc (Mp x Np) += alpha * tile_a @ tile_b^T (the first chunk applies beta; OpenBLAS
+//      uses every thread).
+// acc is out itself when out is f32 (ld N), else an FP32 panel scratch rounded to bf16/f16 once at
+// the end. Scratch: (Mp + Np) * kc floats for tiles plus Mp * Np for a 16-bit out, whatever the
+// problem size. Decoding re-reads b once per M panel and a once per N panel: with 2048-row
+// panels that is a few percent of the SGEMM time.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/kernels/cpu_floats.h"
+#include "backends/cpu/kernels/cpu_parallel.h"
+#include "backends/cpu/kernels/element.h"
+#include "backends/cpu/kernels/gemm_blas.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/scratch.h"
+#include "core/error.h"
+#include "core/lowp/format_codec.h"
+#include "core/lowp/quant_check.h"
+
+namespace h2::cpu {
+namespace {
+
+using lowp::Format;
+using lowp::ScaleRule;
+
+constexpr int64_t kKChunk = 512;      // a multiple of every usual block_cols (16, 32, 128, 256)
+constexpr int64_t kPanelRows = 2048;  // rows of a (and of b) decoded per panel
+
+// One quantized operand, ready for decoding: codes, its block geometry and the FP32 scale of each
+// block.
+class Operand {
+ public:
+  explicit Operand(const lowp::QTensor& q)
+      : codes_(static_cast<const uint8_t*>(q.codes.data())),
+        element_(q.spec.element),
+        K_(q.cols()),
+        br_(lowp::block_extent(q.spec.block_rows, q.rows())),
+        bc_(lowp::block_extent(q.spec.block_cols, q.cols())),
+        GC_(q.scales.size(1)),
+        rule_(q.spec.rule),
+        scales_(q.scales.data()) {
+    const float* table = lowp::decode_table(element_);
+    if (element_ == Format::e2m1) {
+      for (int b = 0; b < 256; ++b) pairs_[size_t(b)] = {table[b & 15], table[b >> 4]};
+    } else {
+      std::memcpy(table_.data(), table, sizeof(float) * 256);
+    }
+    if (rule_ == ScaleRule::nvfp4) global_ = *q.global.data_as<const float>();
+    if (rule_ == ScaleRule::nvfp4) {
+      std::memcpy(scale_table_.data(), lowp::decode_table(Format::e4m3), sizeof(float) * 256);
+    } else if (rule_ != ScaleRule::f32_amax) {  // E8M0: 2^(e - 127), 0xFF = NaN
+      for (uint32_t e = 0; e < 256; ++e) scale_table_[e] = lowp::codec::decode_e8m0(e);
+    }
+  }
+
+  // The FP32 scale of block (rb, cb).
+  float scale(int64_t rb, int64_t cb) const {
+    const int64_t i = rb * GC_ + cb;
+    switch (rule_) {
+      case ScaleRule::f32_amax:
+        return static_cast<const float*>(scales_)[i];
+      case ScaleRule::nvfp4:
+        return scale_table_[static_cast<const uint8_t*>(scales_)[i]] * global_;
+      default:
+        return scale_table_[static_cast<const uint8_t*>(scales_)[i]];
+    }
+  }
+
+  // dst[j] = deq(r, k0 + j) for j < kc.
+  void decode_row(int64_t r, int64_t k0, int64_t kc, float* dst) const {
+    const int64_t rb = r / br_;
+    for (int64_t k = k0; k < k0 + kc;) {
+      const int64_t cb = k / bc_;
+      const int64_t end = std::min(k0 + kc, (cb + 1) * bc_);
+      const float s = scale(rb, cb);
+      float* out = dst + (k - k0);
+      const int64_t n = end - k;
+      if (element_ == Format::e2m1) {  // k and n are even (check_spec)
+        const uint8_t* c = codes_ + (r * K_ + k) / 2;
+        for (int64_t j = 0; j < n / 2; ++j) {
+          const std::array<float, 2>& p = pairs_[c[j]];
+          out[2 * j] = p[0] * s;
+          out[2 * j + 1] = p[1] * s;
+        }
+      } else {
+        const uint8_t* c = codes_ + r * K_ + k;
+        for (int64_t j = 0; j < n; ++j) out[j] = table_[c[j]] * s;
+      }
+      k = end;
+    }
+  }
+
+  // Rows [r0, r0 + rows), columns [k0, k0 + kc) into tile (rows x kc), rows in parallel.
+  void decode_tile(int64_t r0, int64_t rows, int64_t k0, int64_t kc, float* tile) const {
+    parallel_for(rows, kc * 2, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) decode_row(r0 + i, k0, kc, tile + i * kc);
+    });
+  }
+
+ private:
+  const uint8_t* codes_;
+  Format element_;
+  int64_t K_, br_, bc_, GC_;
+  ScaleRule rule_;
+  const void* scales_;
+  float global_ = 1;
+  std::array<float, 256> table_{};
+  std::array<std::array<float, 2>, 256> pairs_{};
+  std::array<float, 256> scale_table_{};
+};
+
+void check_args(const QMatmulArgs& args) {
+  lowp::check_qtensor(args.a, "qmatmul", "a");
+  lowp::check_qtensor(args.b, "qmatmul", "b");
+  const Tensor& out = args.out;
+  H2_CHECK(out.defined() && out.rank() == 2, "cpu qmatmul: out must be an (M, N) matrix, got {}",
+           out.str());
+  check_float(out, "qmatmul", "out");
+  H2_CHECK(args.a.cols() == args.b.cols() && out.size(0) == args.a.rows() &&
+               out.size(1) == args.b.rows(),
+           "cpu qmatmul: out {} = a {} @ b {}^T does not fit", out.shape().str(),
+           args.a.codes.shape().str(), args.b.codes.shape().str());
+  H2_CHECK(args.a.rows() < INT_MAX && args.b.rows() < INT_MAX && args.a.cols() < INT_MAX,
+           "cpu qmatmul: an extent exceeds OpenBLAS's 32-bit index: a {}, b {}",
+           args.a.codes.shape().str(), args.b.codes.shape().str());
+}
+
+// out = beta * out (K == 0: the sum is empty; beta == 0 must not read out).
+void scale_out(const QMatmulArgs& args) {
+  FloatOut out(args.out, "qmatmul", "out");
+  FloatIn in(args.out, "qmatmul", "out");
+  parallel_chunks(args.out.numel(), kChunk, 2, [&](int64_t begin, int64_t n) {
+    float buf[kChunk];
+    float* target = out.target(begin, buf);
+    if (args.beta == 0) {
+      std::fill(target, target + n, 0.0f);
+    } else {
+      const float* x = in.read(begin, n, buf);
+      for (int64_t i = 0; i < n; ++i) target[i] = args.beta * x[i];
+    }
+    out.commit(begin, n, target);
+  });
+}
+
+}  // namespace
+
+// out (M, N) f32/bf16/f16 = alpha * deq(a (M, K)) @ deq(b (N, K))^T + beta * out.
+void qmatmul(const QMatmulArgs& args, Stream& stream) {
+  check_args(args);
+  const int64_t M = args.a.rows(), N = args.b.rows(), K = args.a.cols();
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_out(args);
+  const Operand a(args.a), b(args.b);
+  const int64_t kc_max = std::min(K, kKChunk);
+  const int64_t mp_max = std::min(M, kPanelRows), np_max = std::min(N, kPanelRows);
+  ScratchBuffer<float> tile_a(stream, size_t(mp_max * kc_max));
+  ScratchBuffer<float> tile_b(stream, size_t(np_max * kc_max));
+  const bool f32_out = args.out.dtype() == DType::f32;
+  ScratchBuffer<float> acc_panel(stream, f32_out ? 1 : size_t(mp_max * np_max));
+  float* out32 = f32_out ? args.out.data_as<float>() : nullptr;
+
+  for (int64_t m0 = 0; m0 < M; m0 += mp_max) {
+    const int64_t mp = std::min(mp_max, M - m0);
+    for (int64_t n0 = 0; n0 < N; n0 += np_max) {
+      const int64_t np = std::min(np_max, N - n0);
+      float* acc = f32_out ? out32 + m0 * N + n0 : acc_panel.data();
+      const int64_t ldc = f32_out ? N : np;
+      float beta = args.beta;
+      if (!f32_out && beta != 0) {  // the panel of a 16-bit out, widened
+        visit_float_dtype(args.out.dtype(), "qmatmul", [&](auto tag) {
+          using T = decltype(tag);
+          const T* src = args.out.data_as<T>();
+          parallel_for(mp, np, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) to_floats(src + (m0 + i) * N + n0, np, acc + i * np);
+          });
+        });
+      }
+      for (int64_t k0 = 0; k0 < K; k0 += kc_max) {
+        const int64_t kc = std::min(kc_max, K - k0);
+        a.decode_tile(m0, mp, k0, kc, tile_a.data());
+        b.decode_tile(n0, np, k0, kc, tile_b.data());
+        sgemm(false, true, mp, np, kc, args.alpha, tile_a.data(), kc, tile_b.data(), kc, beta, acc,
+              ldc);
+        beta = 1;
+      }
+      if (!f32_out) {
+        visit_float_dtype(args.out.dtype(), "qmatmul", [&](auto tag) {
+          using T = decltype(tag);
+          T* dst = args.out.data_as<T>();
+          parallel_for(mp, np, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i)
+              from_floats(acc + i * np, np, dst + (m0 + i) * N + n0);
+          });
+        });
+      }
+    }
+  }
+}
+
+}  // namespace h2::cpu

@@ -1,0 +1,332 @@
+// CPU quantize: codes, block scales (and the nvfp4 global) of a matrix per q.spec; the scale
+// rules are defined in core/lowp/quant_spec.h and computed by core/lowp/block_scale.h.
+//
+// Shapes: the quantized matrix is (R, K), K-contiguous; `in` is (R, K), or (K, R) with
+// transpose. br x bc: block extents (0 in the spec = the whole dimension); GR x GC: the scale grid
+// (ceil(R / br), ceil(K / bc)); P = 32: rows per panel.
+//
+// Algorithm. The matrix is read in panels of P rows as FP32 (f32 input in place; bf16/f16 widened;
+// transposed input gathered by P x 32 tiles into a P x K scratch whose row stride avoids multiples
+// of 4 KiB, so a tile's reads and writes stay in a few cache lines). Threads take contiguous runs
+// of panels. Per row:
+//   fused (1 x bc blocks, f32_amax or e8m0_*; or an imposed multiplier): each segment's amax and
+//     block scale while the row is in L1, then the encode: one pass over the input;
+//   two passes (taller blocks, nvfp4): pass 1 stores each row's amax per column block
+//     (R x GC floats), which reduce to the block amaxes (and for nvfp4 the tensor amax and s_enc)
+//     and to every block's scale, in parallel; pass 2 encodes the rows.
+// A row is encoded by one lowp::encode_n / encode_stochastic_n call: with several blocks it is
+// first scaled into a buffer (x * m, then encoded with multiplier 1, which is bit-identical to
+// encoding each block with its own multiplier). The stochastic index of (r, k) is
+// first_index + r * K + k, so results do not depend on the thread split. Stats: the input's amax
+// (NaN ignored) and the codec's count of saturated (or overflowed) elements.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/kernels/cpu_floats.h"
+#include "backends/cpu/kernels/cpu_parallel.h"
+#include "backends/cpu/kernels/element.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/scratch.h"
+#include "core/error.h"
+#include "core/lowp/block_scale.h"
+#include "core/lowp/quant_check.h"
+
+namespace h2::cpu {
+namespace {
+
+using lowp::BlockScale;
+using lowp::Format;
+using lowp::ScaleRule;
+
+constexpr int64_t kPanel = 32;
+
+// One thread's statistics, on its own cache line: the codec's (its saturated count is used; its
+// amax is of scaled values when rows are pre-scaled) and the input's amax.
+struct alignas(64) PartStats {
+  lowp::EncodeStats codec;
+  float amax = 0;
+};
+
+struct Geometry {
+  int64_t R = 0, K = 0;    // quantized matrix
+  int64_t br = 1, bc = 1;  // block extents
+  int64_t GR = 0, GC = 0;  // scale grid
+  int64_t ld = 0;          // row stride of a panel scratch: K padded off multiples of 4 KiB
+};
+
+// Rows of a panel: row i at rows + i * ld.
+struct Panel {
+  const float* rows;
+  int64_t ld;
+};
+
+// Largest |x| of n floats; NaN is ignored. On the bit patterns: |x| orders like its bits as an
+// unsigned integer, and an integer max reduction vectorises (a float one with NaN rules does not).
+float abs_max(const float* x, int64_t n) {
+  // (The NaN mask is arithmetic: GCC 12 does not vectorise a select feeding the max.)
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
+    m = std::max(m, bits & (0u - uint32_t(bits <= 0x7f800000u)));  // NaN -> 0
+  }
+  return std::bit_cast<float>(m);
+}
+
+// Rows [r0, r0 + n) of the (R, K) matrix as FP32, n <= kPanel: in place for row-major f32, else
+// gathered into `scratch` (kPanel * g.ld floats). The padded stride keeps the n rows a tile
+// writes in distinct cache sets.
+template <class T>
+Panel read_panel(const T* in, const Geometry& g, bool transpose, int64_t r0, int64_t n,
+                 float* scratch) {
+  const int64_t K = g.K, ld = g.ld;
+  if (!transpose) {
+    if constexpr (std::is_same_v<T, float>) {
+      return {in + r0 * K, K};
+    } else {
+      for (int64_t i = 0; i < n; ++i) to_floats(in + (r0 + i) * K, K, scratch + i * ld);
+      return {scratch, ld};
+    }
+  }
+  // in is (K, R): element (r, k) is in[k * R + r]. One tile: n rows x 32 columns.
+  for (int64_t k0 = 0; k0 < K; k0 += 32) {
+    const int64_t kn = std::min<int64_t>(32, K - k0);
+    for (int64_t kk = 0; kk < kn; ++kk) {
+      const T* src = in + (k0 + kk) * g.R + r0;
+      float* dst = scratch + k0 + kk;
+      for (int64_t i = 0; i < n; ++i) dst[i * ld] = load(src + i);
+    }
+  }
+  return {scratch, ld};
+}
+
+// Stores one block's scale in the scales tensor (f32, E8M0 byte or E4M3 byte).
+void store_scale(void* scales, ScaleRule rule, int64_t index, const BlockScale& s) {
+  if (rule == ScaleRule::f32_amax) {
+    static_cast<float*>(scales)[index] = s.scale;
+  } else {
+    static_cast<uint8_t*>(scales)[index] = s.code;
+  }
+}
+
+class Quantizer {
+ public:
+  explicit Quantizer(const QuantizeArgs& args) : args_(args), q_(args.q) {
+    const char* op = "quantize";
+    lowp::check_qtensor(q_, op, "q");
+    H2_CHECK(args.in.defined() && args.in.rank() == 2, "cpu quantize: in must be a matrix, got {}",
+             args.in.str());
+    check_float(args.in, op, "in");
+    g_.R = q_.rows();
+    g_.K = q_.cols();
+    const int64_t in_rows = args.transpose ? g_.K : g_.R;
+    const int64_t in_cols = args.transpose ? g_.R : g_.K;
+    H2_CHECK(args.in.size(0) == in_rows && args.in.size(1) == in_cols,
+             "cpu quantize: in {} does not give codes {}{}", args.in.shape().str(),
+             q_.codes.shape().str(), args.transpose ? " when transposed" : "");
+    H2_CHECK(!args.stats.defined() || (args.stats.dtype() == DType::f32 && args.stats.numel() == 2),
+             "cpu quantize: stats must be 2 f32 elements, got {}", args.stats.str());
+    g_.br = lowp::block_extent(q_.spec.block_rows, g_.R);
+    g_.bc = lowp::block_extent(q_.spec.block_cols, g_.K);
+    g_.GR = q_.scales.size(0);
+    g_.GC = q_.scales.size(1);
+    g_.ld = (g_.K + 15) / 16 * 16 + 16;
+    if (args.multiplier > 0) {
+      H2_CHECK(q_.spec.rule == ScaleRule::f32_amax && lowp::is_per_tensor(q_.spec, g_.R, g_.K),
+               "cpu quantize: an imposed multiplier needs a per-tensor f32_amax spec, not {}",
+               lowp::describe(q_.spec));
+      H2_CHECK(std::isfinite(args.multiplier), "cpu quantize: multiplier {} is not finite",
+               args.multiplier);
+    }
+    info_ = &lowp::format_info(q_.spec.element);
+  }
+
+  void run(Stream& stream) {
+    lowp::EncodeStats stats;
+    if (g_.R > 0 && g_.K > 0) {
+      visit_float_dtype(args_.in.dtype(), "quantize", [&](auto tag) {
+        using T = decltype(tag);
+        stats = quantize<T>(static_cast<const T*>(args_.in.data()), stream);
+      });
+    } else if (q_.spec.rule == ScaleRule::nvfp4) {
+      *q_.global.data_as<float>() = 1.0f / lowp::nvfp4_encode_scale(0);
+    }
+    if (args_.stats.defined()) {
+      float* out = args_.stats.data_as<float>();
+      out[0] = stats.amax;
+      out[1] = float(stats.saturated);
+    }
+  }
+
+ private:
+  bool imposed() const { return args_.multiplier > 0; }
+  bool fused() const { return imposed() || (g_.br == 1 && q_.spec.rule != ScaleRule::nvfp4); }
+
+  BlockScale scale_of(float amax, float s_enc, float global) const {
+    switch (q_.spec.rule) {
+      case ScaleRule::f32_amax:
+        return lowp::f32_amax_scale(amax, info_->max_finite);
+      case ScaleRule::e8m0_floor:
+        return lowp::e8m0_scale(amax, false, info_->max_finite);
+      case ScaleRule::e8m0_ceil:
+        return lowp::e8m0_scale(amax, true, info_->max_finite);
+      case ScaleRule::nvfp4:
+        return lowp::nvfp4_scale(amax, s_enc, global);
+    }
+    return {};
+  }
+
+  // Calls fn(part, r0, n) for every panel, parts in parallel (each with its own scratch slot).
+  template <class Fn>
+  void for_panels(int64_t parts, Fn&& fn) const {
+    const int64_t panels = ceil_div(g_.R, kPanel);
+    parallel_for(parts, ceil_div(g_.R * g_.K, parts) * 4, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p)
+        for (int64_t c = panels * p / parts; c < panels * (p + 1) / parts; ++c)
+          fn(p, c * kPanel, std::min(kPanel, g_.R - c * kPanel));
+    });
+  }
+
+  // Encodes row r (x: its K values) with one multiplier per column block (m: GC values). With
+  // several blocks the scaled row is built in `buf` and encoded in one call with multiplier 1:
+  // bit-identical to encoding each block with its own multiplier (x * m * 1 == x * m in FP32) and
+  // one codec call per row instead of one per block.
+  void encode_row(int64_t r, const float* x, const float* m, float* buf,
+                  lowp::EncodeStats* stats) const {
+    float multiplier = m[0];
+    if (g_.GC > 1) {
+      for (int64_t c = 0; c < g_.GC; ++c) {
+        const int64_t k0 = c * g_.bc, k1 = std::min(g_.K, k0 + g_.bc);
+        const float mc = m[c];
+        for (int64_t k = k0; k < k1; ++k) buf[k] = x[k] * mc;
+      }
+      x = buf;
+      multiplier = 1;
+    }
+    const int64_t first = r * g_.K;
+    uint8_t* codes = codes_ + (q_.spec.element == Format::e2m1 ? first / 2 : first);
+    if (args_.stochastic) {
+      lowp::encode_stochastic_n(q_.spec.element, x, g_.K, multiplier, args_.seed,
+                                args_.first_index + uint64_t(first), codes, args_.overflow, stats);
+    } else {
+      lowp::encode_n(q_.spec.element, x, g_.K, multiplier, codes, args_.overflow, stats);
+    }
+  }
+
+  // Pass 1 of the two-pass path: every block's multiplier (GR x GC, scales stored on the way)
+  // and the tensor's amax.
+  template <class T>
+  float block_multipliers(const T* in, Stream& stream, int64_t parts, float* scratch,
+                          std::vector<float>& multiplier) {
+    ScratchBuffer<float> row_amax(stream, size_t(g_.R * g_.GC));
+    for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
+      const Panel panel = read_panel(in, g_, args_.transpose, r0, n, scratch + p * kPanel * g_.ld);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < g_.GC; ++c) {
+          const int64_t k0 = c * g_.bc;
+          row_amax.data()[(r0 + i) * g_.GC + c] =
+              abs_max(panel.rows + i * panel.ld + k0, std::min(g_.bc, g_.K - k0));
+        }
+    });
+    // Block amaxes (block rows in parallel), then the tensor's.
+    std::vector<float> block_amax(static_cast<size_t>(g_.GR * g_.GC), 0.0f);
+    parallel_for(g_.GR, g_.br * g_.GC, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t r = b * g_.br; r < std::min(g_.R, (b + 1) * g_.br); ++r)
+          for (int64_t c = 0; c < g_.GC; ++c) {
+            float& m = block_amax[size_t(b * g_.GC + c)];
+            m = std::max(m, row_amax.data()[r * g_.GC + c]);
+          }
+    });
+    float tensor_amax = 0;
+    for (float a : block_amax) tensor_amax = std::max(tensor_amax, a);
+    float s_enc = 1, global = 1;
+    if (q_.spec.rule == ScaleRule::nvfp4) {
+      s_enc = lowp::nvfp4_encode_scale(tensor_amax);
+      global = 1.0f / s_enc;
+      *q_.global.data_as<float>() = global;
+    }
+    multiplier.resize(block_amax.size());
+    parallel_for(int64_t(block_amax.size()), 16, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const BlockScale s = scale_of(block_amax[size_t(b)], s_enc, global);
+        multiplier[size_t(b)] = s.multiplier;
+        store_scale(scales_, q_.spec.rule, b, s);
+      }
+    });
+    return tensor_amax;
+  }
+
+  template <class T>
+  lowp::EncodeStats quantize(const T* in, Stream& stream) {
+    codes_ = static_cast<uint8_t*>(q_.codes.data());
+    scales_ = q_.scales.data();
+    const bool needs_scratch = args_.transpose || !std::is_same_v<T, float>;
+    const int64_t parts = std::min<int64_t>(kernel_threads(), ceil_div(g_.R, kPanel));
+    ScratchBuffer<float> scratch(stream, needs_scratch ? size_t(parts * kPanel * g_.ld) : 1);
+    ScratchBuffer<float> row_buf(stream, size_t(parts * g_.ld));
+    ScratchBuffer<float> row_mult(stream, size_t(parts * g_.GC));
+    std::vector<PartStats> part_stats(static_cast<size_t>(parts));
+
+    std::vector<float> multiplier;  // two-pass path: per block
+    float amax = 0;
+    if (imposed()) {
+      store_scale(scales_, q_.spec.rule, 0, lowp::imposed_scale(args_.multiplier));
+    } else if (!fused()) {
+      amax = block_multipliers(in, stream, parts, scratch.data(), multiplier);
+    }
+    for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
+      const Panel panel =
+          read_panel(in, g_, args_.transpose, r0, n, scratch.data() + p * kPanel * g_.ld);
+      PartStats& st = part_stats[size_t(p)];
+      float* m = row_mult.data() + p * g_.GC;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = r0 + i;
+        const float* x = panel.rows + i * panel.ld;
+        if (imposed()) {  // one block
+          m[0] = args_.multiplier;
+          st.amax = std::max(st.amax, abs_max(x, g_.K));
+        } else if (fused()) {  // 1 x bc blocks: block (r, c) is segment c of this row
+          for (int64_t c = 0; c < g_.GC; ++c) {
+            const int64_t k0 = c * g_.bc;
+            const float a = abs_max(x + k0, std::min(g_.bc, g_.K - k0));
+            const BlockScale s = scale_of(a, 0, 0);
+            store_scale(scales_, q_.spec.rule, r * g_.GC + c, s);
+            m[c] = s.multiplier;
+            st.amax = std::max(st.amax, a);
+          }
+        } else {
+          m = multiplier.data() + (r / g_.br) * g_.GC;
+        }
+        encode_row(r, x, m, row_buf.data() + p * g_.ld, &st.codec);
+      }
+    });
+    lowp::EncodeStats total;
+    total.amax = amax;
+    for (const PartStats& part : part_stats) {
+      total.amax = std::max(total.amax, part.amax);
+      total.saturated += part.codec.saturated;
+    }
+    return total;
+  }
+
+  const QuantizeArgs& args_;
+  const lowp::QTensor& q_;
+  Geometry g_;
+  const lowp::FormatInfo* info_ = nullptr;
+  uint8_t* codes_ = nullptr;
+  void* scales_ = nullptr;
+};
+
+}  // namespace
+
+// q.codes (R, K), q.scales (GR, GC), q.global (1) for nvfp4 <- in (R, K) or (K, R) transposed;
+// stats (2) optional.
+void quantize(const QuantizeArgs& args, Stream& stream) {
+  Quantizer(args).run(stream);
+}
+
+}  // namespace h2::cpu

@@ -1,0 +1,212 @@
+// The qmatmul op against a double-precision GEMM of the operands dequantized independently from
+// their codes and scales (tests/ops/lowp_test_util.cpp): mixed specs (blockwise FP8, MXFP8 E4M3
+// and E5M2, MXFP4, NVFP4, per-tensor), odd shapes, K spanning several chunks, panels of more
+// than 2048 rows, bf16 output, alpha and beta; then the dispatch path on cpu:0 and on virtual
+// chips (bit-identical results, pacing at the FP8 peak or the f32 fallback, autocompare).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/vchip/vchip_backend.h"
+#include "core/error.h"
+#include "core/op_cost.h"
+#include "core/ops.h"
+#include "core/tensor_host.h"
+#include "tests/ops/lowp_test_util.h"
+
+namespace h2::test {
+namespace {
+
+using lowp::Format;
+using lowp::QuantSpec;
+using lowp::ScaleRule;
+
+const QuantSpec kBlockwiseAct = spec(Format::e4m3, ScaleRule::f32_amax, 1, 128);
+const QuantSpec kBlockwiseWeight = spec(Format::e4m3, ScaleRule::f32_amax, 128, 128);
+const QuantSpec kMxE4m3 = spec(Format::e4m3, ScaleRule::e8m0_floor, 1, 32);
+const QuantSpec kMxE5m2 = spec(Format::e5m2, ScaleRule::e8m0_ceil, 1, 32);
+const QuantSpec kMxfp4 = spec(Format::e2m1, ScaleRule::e8m0_floor, 1, 32);
+const QuantSpec kNvfp4 = spec(Format::e2m1, ScaleRule::nvfp4, 1, 16);
+const QuantSpec kPerTensorE4m3 = spec(Format::e4m3, ScaleRule::f32_amax, 0, 0);
+const QuantSpec kPerTensorE5m2 = spec(Format::e5m2, ScaleRule::f32_amax, 0, 0);
+
+struct Case {
+  QuantSpec a, b;
+  int64_t M, N, K;
+  DType out_dtype = DType::f32;
+  float alpha = 1, beta = 0;
+};
+
+std::string name(const Case& c) {
+  return fmt::format("a {} b {} M={} N={} K={} out {} alpha {} beta {}", lowp::describe(c.a),
+                     lowp::describe(c.b), c.M, c.N, c.K, dtype_name(c.out_dtype), c.alpha, c.beta);
+}
+
+// Runs the case on `device` and checks it against the reference: max |diff| / max |ref| and, per
+// element, |diff| <= 1e-5 * sum_k |a||b| (plus the bf16 rounding of out).
+void check_case(const Case& c, Device& device) {
+  SCOPED_TRACE(name(c) + " on " + device.str());
+  std::mt19937_64 rng(uint64_t(c.M * 131 + c.N * 7 + c.K));
+  std::vector<float> av = spread_values(rng, c.M * c.K);
+  std::vector<float> bv = spread_values(rng, c.N * c.K);
+  std::vector<float> cv = spread_values(rng, c.M * c.N);
+  lowp::QTensor a = quantize_values(device, av, c.M, c.K, c.a);
+  lowp::QTensor b = quantize_values(device, bv, c.N, c.K, c.b);
+  Device& cpu = lowp_runtime().cpu();
+  Tensor out;
+  if (c.beta != 0) {
+    out = tensor_from_floats(cv, {c.M, c.N}, c.out_dtype, cpu).to(device);
+    cv = tensor_to_floats(out);  // the rounded values the kernel reads
+  } else {
+    std::vector<float> nan(size_t(c.M * c.N), std::numeric_limits<float>::quiet_NaN());
+    out = tensor_from_floats(nan, {c.M, c.N}, c.out_dtype, cpu).to(device);
+  }
+  ops::qmatmul({.out = out, .a = a, .b = b, .alpha = c.alpha, .beta = c.beta});
+  std::vector<double> c64(cv.begin(), cv.end());
+  RefGemm ref = reference_gemm(dequantize(to_host(a)), dequantize(to_host(b)), c64, c.M, c.N, c.K,
+                               c.alpha, c.beta);
+  std::vector<float> got = tensor_to_floats(out);
+  const double rounding = c.out_dtype == DType::f32 ? 0.0 : std::ldexp(1.0, -8);
+  double max_diff = 0, max_ref = 0;
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::fabs(double(got[i]) - ref.out[i]);
+    max_diff =
+        std::max(max_diff, std::isnan(diff) ? std::numeric_limits<double>::infinity() : diff);
+    max_ref = std::max(max_ref, std::fabs(ref.out[i]));
+    if (!(diff <= 1e-5 * ref.magnitude[i] + rounding * std::fabs(ref.out[i]))) {
+      if (bad++ < 5)
+        ADD_FAILURE() << "element " << i << ": got " << got[i] << ", reference " << ref.out[i]
+                      << ", sum |a||b| " << ref.magnitude[i];
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_LE(max_diff, (1e-5 + rounding) * max_ref)
+      << "max |diff| " << max_diff << ", max |ref| " << max_ref;
+}
+
+TEST(Qmatmul, MatchesTheDequantizedReference) {
+  Device& cpu = lowp_runtime().cpu();
+  const Case cases[] = {
+      // DeepSeek-style: 1 x 128 activations against 128 x 128 weights, K over three chunks.
+      {kBlockwiseAct, kBlockwiseWeight, 130, 70, 1152},
+      {kBlockwiseAct, kBlockwiseWeight, 37, 53, 384},
+      // MX: K a multiple of 32, not of 128.
+      {kMxE4m3, kMxE4m3, 37, 53, 96},
+      {kMxE4m3, kMxE5m2, 29, 41, 160},
+      {kMxfp4, kMxfp4, 33, 17, 96},
+      {kNvfp4, kNvfp4, 19, 45, 80},
+      {kNvfp4, kNvfp4, 5, 7, 16},
+      // Per tensor, K not a multiple of any block.
+      {kPerTensorE4m3, kPerTensorE5m2, 23, 31, 203},
+      {kPerTensorE4m3, kPerTensorE4m3, 1, 1, 1},
+      // Mixed families and FP4 against FP8.
+      {kBlockwiseAct, kNvfp4, 21, 18, 256},
+      {kMxfp4, kPerTensorE4m3, 9, 12, 64},
+      {kBlockwiseAct, kMxE4m3, 12, 10, 1100},
+  };
+  for (const Case& c : cases) check_case(c, cpu);
+}
+
+TEST(Qmatmul, Bf16OutputAlphaAndBeta) {
+  Device& cpu = lowp_runtime().cpu();
+  check_case({kMxE4m3, kMxE4m3, 37, 53, 96, DType::bf16}, cpu);
+  check_case({kBlockwiseAct, kBlockwiseWeight, 40, 24, 640, DType::f32, 0.5f, -1.5f}, cpu);
+  check_case({kNvfp4, kMxfp4, 17, 33, 160, DType::bf16, 2.0f, 1.0f}, cpu);
+  check_case({kPerTensorE4m3, kPerTensorE4m3, 8, 8, 32, DType::f16, 1.0f, 0.25f}, cpu);
+}
+
+TEST(Qmatmul, PanelsOfMoreThan2048Rows) {
+  Device& cpu = lowp_runtime().cpu();
+  check_case({kMxE4m3, kMxE4m3, 2100, 40, 64}, cpu);                          // two M panels
+  check_case({kMxE4m3, kNvfp4, 24, 2100, 64, DType::bf16, 1.0f, 0.5f}, cpu);  // two N panels
+}
+
+TEST(Qmatmul, EmptyReductionScalesOut) {
+  Device& cpu = lowp_runtime().cpu();
+  lowp::QTensor a = lowp::QTensor::empty(kPerTensorE4m3, 2, 0, cpu);
+  lowp::QTensor b = lowp::QTensor::empty(kPerTensorE4m3, 3, 0, cpu);
+  Tensor out = tensor_from_floats(std::vector<float>(6, 2.0f), {2, 3}, DType::f32, cpu);
+  ops::qmatmul({.out = out, .a = a, .b = b, .beta = 0.5f});
+  EXPECT_EQ(tensor_to_floats(out), std::vector<float>(6, 1.0f));
+  ops::qmatmul({.out = out, .a = a, .b = b});
+  EXPECT_EQ(tensor_to_floats(out), std::vector<float>(6, 0.0f));
+}
+
+TEST(Qmatmul, ShapeErrors) {
+  Device& cpu = lowp_runtime().cpu();
+  lowp::QTensor a = lowp::QTensor::empty(kMxE4m3, 4, 64, cpu);
+  lowp::QTensor b = lowp::QTensor::empty(kMxE4m3, 5, 32, cpu);
+  Tensor out = Tensor::empty({4, 5}, DType::f32, cpu);
+  EXPECT_THROW(ops::qmatmul({.out = out, .a = a, .b = b}), Error);
+}
+
+// Dispatch on virtual chips: the paced CPU kernels give bytes identical to cpu:0.
+TEST(Qmatmul, VirtualChipsMatchCpuBitForBit) {
+  Runtime& rt = lowp_runtime();
+  Device& cpu = rt.cpu();
+  std::mt19937_64 rng(17);
+  const int64_t M = 33, N = 20, K = 160;
+  std::vector<float> av = spread_values(rng, M * K), bv = spread_values(rng, N * K);
+  for (const char* chip : {"vchip:fp8chip", "vchip:plainchip"}) {
+    Device& dev = rt.device(chip);
+    for (const auto& [sa, sb] : {std::pair{kMxE4m3, kMxE5m2}, std::pair{kNvfp4, kBlockwiseAct}}) {
+      SCOPED_TRACE(std::string(chip) + " " + lowp::describe(sa) + " / " + lowp::describe(sb));
+      lowp::QTensor a_cpu = quantize_values(cpu, av, M, K, sa);
+      lowp::QTensor b_cpu = quantize_values(cpu, bv, N, K, sb);
+      lowp::QTensor a_dev = quantize_values(dev, av, M, K, sa);
+      lowp::QTensor b_dev = quantize_values(dev, bv, N, K, sb);
+      EXPECT_EQ(a_dev.codes.device().str(), dev.str());
+      EXPECT_EQ(download_bytes(a_dev.codes), download_bytes(a_cpu.codes));
+      EXPECT_EQ(download_bytes(a_dev.scales), download_bytes(a_cpu.scales));
+      EXPECT_EQ(download_bytes(b_dev.codes), download_bytes(b_cpu.codes));
+      Tensor out_cpu = Tensor::empty({M, N}, DType::bf16, cpu);
+      Tensor out_dev = Tensor::empty({M, N}, DType::bf16, dev);
+      ops::qmatmul({.out = out_cpu, .a = a_cpu, .b = b_cpu});
+      ops::qmatmul({.out = out_dev, .a = a_dev, .b = b_dev});
+      EXPECT_EQ(download_bytes(out_dev), download_bytes(out_cpu));
+    }
+  }
+}
+
+TEST(Qmatmul, CostIsCountedAtTheElementDtype) {
+  Runtime& rt = lowp_runtime();
+  auto& fp8 = static_cast<vchip::VchipDevice&>(rt.device("vchip:fp8chip"));
+  auto& plain = static_cast<vchip::VchipDevice&>(rt.device("vchip:plainchip"));
+  lowp::QTensor a = lowp::QTensor::empty(kMxE4m3, 64, 128, fp8);
+  lowp::QTensor b = lowp::QTensor::empty(kMxE4m3, 32, 128, fp8);
+  Tensor out = Tensor::empty({64, 32}, DType::f32, fp8);
+  OpCost cost = op_cost_qmatmul({.out = out, .a = a, .b = b});
+  EXPECT_EQ(cost.dtype, DType::f8e4m3);
+  EXPECT_EQ(cost.flops, 2.0 * 64 * 32 * 128);
+  EXPECT_EQ(cost.bytes, 64 * 128 + 64 * 4 + 32 * 128 + 32 * 4 + 64 * 32 * 4);
+  const double memory = cost.bytes / 1e12;
+  EXPECT_DOUBLE_EQ(fp8.modelled_seconds(cost), cost.flops / 4e12 + memory);
+  EXPECT_DOUBLE_EQ(plain.modelled_seconds(cost), cost.flops / 1e12 + memory);  // f32 fallback
+  OpCost q = op_cost_quantize({.q = a, .in = Tensor::empty({64, 128}, DType::bf16, fp8)});
+  EXPECT_EQ(q.bytes, 64 * 128 * 2 + 64 * 128 + 64 * 4);
+  EXPECT_EQ(q.dtype, DType::bf16);
+}
+
+TEST(Qmatmul, AutocompareOnAVirtualChip) {
+  Runtime& rt = lowp_runtime();
+  Device& dev = rt.device("vchip:fp8chip");
+  rt.policy().check[size_t(Op::quantize)] = true;
+  rt.policy().check[size_t(Op::qmatmul)] = true;
+  std::mt19937_64 rng(23);
+  EXPECT_NO_THROW({
+    lowp::QTensor a = quantize_values(dev, spread_values(rng, 16 * 64), 16, 64, kNvfp4);
+    lowp::QTensor b = quantize_values(dev, spread_values(rng, 8 * 64), 8, 64, kMxE4m3);
+    Tensor out = Tensor::empty({16, 8}, DType::f32, dev);
+    ops::qmatmul({.out = out, .a = a, .b = b});
+  });
+  rt.policy().check.reset();
+}
+
+}  // namespace
+}  // namespace h2::test
