@@ -57,6 +57,33 @@ void Llama::zero_grad() {
   for (auto& p : named_parameters()) ops::fill({.out = p.grad, .value = 0});
 }
 
+std::vector<Linear*> Llama::linears() {
+  std::vector<Linear*> out;
+  for (auto& b : blocks_) b->collect_linears(out);
+  return out;
+}
+
+int Llama::apply_precision(const lowp::PrecisionPolicy& policy, int64_t step, int64_t total_steps) {
+  const auto n_layers = int64_t(blocks_.size());
+  int changed = 0;
+  for (int64_t layer = 0; layer < n_layers; ++layer) {
+    std::vector<Linear*> linears;
+    blocks_[size_t(layer)]->collect_linears(linears);
+    for (Linear* linear : linears) {
+      const std::string name =
+          policy.recipe_for(linear->module(), layer, n_layers, step, total_steps);
+      const bool compute = lowp::is_compute_recipe(name);
+      if (compute ? !linear->quantized() : linear->recipe_name() == name) continue;
+      if (compute)
+        linear->set_recipe(std::nullopt);
+      else
+        linear->set_recipe(lowp::find_recipe(name, policy.mx_rule), policy.options);
+      ++changed;
+    }
+  }
+  return changed;
+}
+
 void Llama::set_recompute(bool on) {
   for (auto& b : blocks_) b->set_recompute(on);
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/lowp/precision_policy.h"
 #include "models/llama_config.h"
 #include "models/units.h"
 
@@ -45,6 +46,11 @@ class Llama {
   int64_t num_parameters();
   void zero_grad();
   void set_recompute(bool on);
+  // Every block's linear layers, block by block (q, k, v, o, gate, up, down).
+  std::vector<Linear*> linears();
+  // Sets each block linear's GEMM recipe for 0-based `step` (models/precision_policy.h).
+  // Returns how many layers changed recipe.
+  int apply_precision(const lowp::PrecisionPolicy& policy, int64_t step, int64_t total_steps);
 
   // One micro-batch: inputs, targets (B*T) i32/i64 on the model's device (targets may hold -100
   // = ignored). Returns the mean loss over non-ignored targets and ADDS grad_scale * d(mean

@@ -69,6 +69,11 @@ void BlockUnit::clear() {
   input_ = Tensor();
 }
 
+void BlockUnit::collect_linears(std::vector<Linear*>& out) {
+  attn_.collect_linears(out);
+  mlp_.collect_linears(out);
+}
+
 void BlockUnit::collect(std::vector<Param*>& out) {
   attn_.collect(out);
   mlp_.collect(out);

@@ -62,6 +62,8 @@ class BlockUnit : public Unit {
   void transfer_stash(StashTransfer& t) override;
   void collect(std::vector<Param*>& out) override;
   void set_recompute(bool on) { recompute_ = on; }
+  // The seven linear layers (q, k, v, o, gate, up, down): their GEMM precision is set per layer.
+  void collect_linears(std::vector<Linear*>& out);
 
  private:
   Attention attn_;

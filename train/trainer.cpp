@@ -26,6 +26,7 @@
 #include "train/data/sampler.h"
 #include "train/optim/adamw.h"
 #include "train/optim/lr_schedule.h"
+#include "train/precision_report.h"
 
 namespace h2::train {
 namespace {
@@ -163,7 +164,8 @@ struct Trainer::State {
   LrSchedule schedule;
   double flops_per_token = 0;
   int64_t num_parameters = 0;
-  double peak_flops = 0;  // the job's: every rank's device peak added
+  double peak_flops = 0;            // the job's: every rank's device peak added
+  lowp::PrecisionPolicy precision;  // the block linears' GEMM recipes over the run
   // The sampler position (global micro-batches drawn) at the start of step `base_step`.
   int64_t base_step = 0;
   uint64_t base_position = 0;
@@ -193,6 +195,7 @@ struct Trainer::State {
         llama, device,
         models::LlamaOptions{.dtype = cfg.train.dtype, .seed = uint64_t(cfg.train.seed)});
     num_parameters = model->num_parameters();  // before FSDP releases the full values
+    precision = config::precision_policy(cfg);
     flops_per_token = training_flops_per_token(llama, num_parameters);
     // Every rank's peak, for MFU: mixed clusters add different chips.
     const double my_peak = device.props().peak(cfg.train.dtype);
@@ -515,10 +518,16 @@ TrainSummary Trainer::run() {
     s.pipeline->set_observer(s.timeline.get());
     parallel::pipeline::align_clocks(*s.group, s.runtime.cpu(), *s.timeline);
   }
+  if (s.model->apply_precision(s.precision, first_step, t.steps) > 0)
+    s.print(fmt::format("precision of the block linears: {}", recipe_summary(s.model->linears())));
   std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
   auto run_start = Clock::now(), interval_start = run_start;
   int64_t interval_steps = 0;
   for (int64_t step = first_step; step < t.steps; ++step) {
+    const int switched = s.model->apply_precision(s.precision, step, t.steps);
+    if (switched > 0)
+      s.print(fmt::format("step {}: {} linear layers changed precision; now {}", step + 1, switched,
+                          recipe_summary(s.model->linears())));
     if (s.sharded)
       s.sharded->zero_grad();
     else
@@ -556,6 +565,11 @@ TrainSummary Trainer::run() {
             parallel::pipeline::gather_step_stats(*s.group, s.runtime.cpu(), *s.timeline);
         parallel::pipeline::add_json_fields(stats, m.extra);
         m.extra_progress = parallel::pipeline::progress_fields(stats);
+      }
+      if (s.precision.any_low_precision()) {
+        const PrecisionReport report = precision_report(s.model->linears());
+        m.extra["precision"] = report.json;
+        m.extra_progress += (m.extra_progress.empty() ? "" : " | ") + report.progress;
       }
       if (evaluate_now) {
         m.eval_loss = evaluate();

@@ -31,29 +31,29 @@ Tensor Attention::forward(const Tensor& x) {
   Tensor q = Tensor::empty({B, T, H_, D_}, dt, dev);
   Tensor k = Tensor::empty({B, T, Hkv_, D_}, dt, dev);
   Tensor v = Tensor::empty({B, T, Hkv_, D_}, dt, dev);
-  linear_fwd(q.view({N, H_ * D_}), h, wq_);
-  linear_fwd(k.view({N, Hkv_ * D_}), h, wk_);
-  linear_fwd(v.view({N, Hkv_ * D_}), h, wv_);
+  wq_.forward(q.view({N, H_ * D_}), h);
+  wk_.forward(k.view({N, Hkv_ * D_}), h);
+  wv_.forward(v.view({N, Hkv_ * D_}), h);
   ops::rope_fwd({.out = q, .x = q, .theta = theta_});
   ops::rope_fwd({.out = k, .x = k, .theta = theta_});
   Tensor att = Tensor::empty({B, T, H_, D_}, dt, dev);
   Tensor lse = Tensor::empty({B, H_, T}, DType::f32, dev);
   ops::attention_fwd({.out = att, .lse = lse, .q = q, .k = k, .v = v});
   Tensor y = Tensor::empty(x.shape(), dt, dev);
-  linear_fwd(y.view({N, C}), att.view({N, H_ * D_}), wo_);
+  wo_.forward(y.view({N, C}), att.view({N, H_ * D_}));
   ops::add({.out = y, .a = y, .b = x});  // residual
   h_ = h, q_ = q, k_ = k, v_ = v, att_ = att, lse_ = lse;
   return y;
 }
 
 Tensor Attention::backward(const Tensor& dy) {
-  if (!h_.defined()) throw Error("Attention " + wq_.name + ": backward without forward");
+  if (!h_.defined()) throw Error("Attention " + wq_.param().name + ": backward without forward");
   const int64_t B = dy.size(0), T = dy.size(1), C = dy.size(2), N = B * T;
   Device& dev = dy.device();
   const DType dt = dy.dtype();
   Tensor dy2 = dy.view({N, C});
   Tensor datt = Tensor::empty({B, T, H_, D_}, dt, dev);
-  linear_bwd(datt.view({N, H_ * D_}), dy2, att_.view({N, H_ * D_}), wo_);
+  wo_.backward(datt.view({N, H_ * D_}), dy2, att_.view({N, H_ * D_}));
   Tensor dq = Tensor::empty(q_.shape(), dt, dev);
   Tensor dk = Tensor::empty(k_.shape(), dt, dev);
   Tensor dv = Tensor::empty(v_.shape(), dt, dev);
@@ -69,9 +69,9 @@ Tensor Attention::backward(const Tensor& dy) {
   ops::rope_bwd({.out = dq, .x = dq, .theta = theta_});
   ops::rope_bwd({.out = dk, .x = dk, .theta = theta_});
   Tensor dh = Tensor::empty({N, C}, dt, dev);
-  linear_bwd(dh, dq.view({N, H_ * D_}), h_, wq_);
-  linear_bwd(dh, dk.view({N, Hkv_ * D_}), h_, wk_, /*accumulate_dx=*/true);
-  linear_bwd(dh, dv.view({N, Hkv_ * D_}), h_, wv_, /*accumulate_dx=*/true);
+  wq_.backward(dh, dq.view({N, H_ * D_}), h_);
+  wk_.backward(dh, dk.view({N, Hkv_ * D_}), h_, /*accumulate_dx=*/true);
+  wv_.backward(dh, dv.view({N, Hkv_ * D_}), h_, /*accumulate_dx=*/true);
   h_ = q_ = k_ = v_ = att_ = lse_ = Tensor();
   Tensor dx = norm_.backward(dh.view({B, T, C}));
   ops::add({.out = dx, .a = dx, .b = dy});  // residual
@@ -89,7 +89,11 @@ void Attention::transfer_stash(StashTransfer& t) {
 }
 
 void Attention::collect(std::vector<Param*>& out) {
-  out.insert(out.end(), {&norm_.weight(), &wq_, &wk_, &wv_, &wo_});
+  out.insert(out.end(), {&norm_.weight(), &wq_.param(), &wk_.param(), &wv_.param(), &wo_.param()});
+}
+
+void Attention::collect_linears(std::vector<Linear*>& out) {
+  out.insert(out.end(), {&wq_, &wk_, &wv_, &wo_});
 }
 
 }  // namespace h2::models

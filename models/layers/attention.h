@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/layers/linear.h"
 #include "models/layers/param.h"
 #include "models/layers/rms_norm.h"
 #include "models/llama_config.h"
@@ -26,12 +27,13 @@ class Attention {
   void clear();
   void transfer_stash(StashTransfer& t);
   void collect(std::vector<Param*>& out);
+  void collect_linears(std::vector<Linear*>& out);
 
  private:
   int64_t H_, Hkv_, D_;
   float theta_;
   RmsNorm norm_;
-  Param wq_, wk_, wv_, wo_;
+  Linear wq_, wk_, wv_, wo_;
   Tensor h_, q_, k_, v_, att_, lse_;  // stash
 };
 

@@ -24,30 +24,30 @@ Tensor Mlp::forward(const Tensor& x) {
   Tensor h = norm_.forward(x).view({N, C});
   Tensor g = Tensor::empty({N, F_}, dt, dev);
   Tensor u = Tensor::empty({N, F_}, dt, dev);
-  linear_fwd(g, h, wg_);
-  linear_fwd(u, h, wu_);
+  wg_.forward(g, h);
+  wu_.forward(u, h);
   Tensor a = Tensor::empty({N, F_}, dt, dev);
   ops::swiglu_fwd({.out = a, .gate = g, .up = u});
   Tensor y = Tensor::empty(x.shape(), dt, dev);
-  linear_fwd(y.view({N, C}), a, wd_);
+  wd_.forward(y.view({N, C}), a);
   ops::add({.out = y, .a = y, .b = x});  // residual
   h_ = h, g_ = g, u_ = u, a_ = a;
   return y;
 }
 
 Tensor Mlp::backward(const Tensor& dy) {
-  if (!h_.defined()) throw Error("Mlp " + wg_.name + ": backward without forward");
+  if (!h_.defined()) throw Error("Mlp " + wg_.param().name + ": backward without forward");
   const int64_t B = dy.size(0), T = dy.size(1), C = dy.size(2), N = B * T;
   Device& dev = dy.device();
   const DType dt = dy.dtype();
   Tensor da = Tensor::empty({N, F_}, dt, dev);
-  linear_bwd(da, dy.view({N, C}), a_, wd_);
+  wd_.backward(da, dy.view({N, C}), a_);
   Tensor dg = Tensor::empty({N, F_}, dt, dev);
   Tensor du = Tensor::empty({N, F_}, dt, dev);
   ops::swiglu_bwd({.dgate = dg, .dup = du, .dout = da, .gate = g_, .up = u_});
   Tensor dh = Tensor::empty({N, C}, dt, dev);
-  linear_bwd(dh, dg, h_, wg_);
-  linear_bwd(dh, du, h_, wu_, /*accumulate_dx=*/true);
+  wg_.backward(dh, dg, h_);
+  wu_.backward(dh, du, h_, /*accumulate_dx=*/true);
   h_ = g_ = u_ = a_ = Tensor();
   Tensor dx = norm_.backward(dh.view({B, T, C}));
   ops::add({.out = dx, .a = dx, .b = dy});  // residual
@@ -65,7 +65,11 @@ void Mlp::transfer_stash(StashTransfer& t) {
 }
 
 void Mlp::collect(std::vector<Param*>& out) {
-  out.insert(out.end(), {&norm_.weight(), &wg_, &wu_, &wd_});
+  out.insert(out.end(), {&norm_.weight(), &wg_.param(), &wu_.param(), &wd_.param()});
+}
+
+void Mlp::collect_linears(std::vector<Linear*>& out) {
+  out.insert(out.end(), {&wg_, &wu_, &wd_});
 }
 
 }  // namespace h2::models

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "models/layers/linear.h"
 #include "models/layers/param.h"
 #include "models/layers/rms_norm.h"
 #include "models/llama_config.h"
@@ -25,11 +26,12 @@ class Mlp {
   void clear();
   void transfer_stash(StashTransfer& t);
   void collect(std::vector<Param*>& out);
+  void collect_linears(std::vector<Linear*>& out);
 
  private:
   int64_t F_;
   RmsNorm norm_;
-  Param wg_, wu_, wd_;
+  Linear wg_, wu_, wd_;
   Tensor h_, g_, u_, a_;  // stash
 };
 

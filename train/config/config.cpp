@@ -17,8 +17,6 @@ namespace h2::config {
 namespace {
 
 // Sections of shared/design/CLI.md that later issues fill in; named so the message says so.
-constexpr std::string_view kFutureSections[] = {"precision"};
-
 std::string where(const std::string& source, const YAML::Node& node) {
   return fmt::format("{}:{}", source, node.Mark().line + 1);
 }
@@ -43,8 +41,13 @@ void load_entry(TrainConfig& config, const std::string& section, const YAML::Nod
   if (config.origin.count(name))
     H2_THROW(ConfigError, "{}: {} is set twice (first at {})", at, name, config.origin[name]);
   std::string text;
-  if (value.IsMap() || value.IsSequence())
+  if (value.IsMap() && name == "precision.modules") {  // pattern: recipe, in file order
+    for (const auto& rule : value)
+      text += fmt::format("{}{}={}", text.empty() ? "" : "; ", key_name(rule.first, source),
+                          rule.second.IsScalar() ? rule.second.Scalar() : std::string());
+  } else if (value.IsMap() || value.IsSequence()) {
     H2_THROW(ConfigError, "{}: {} must be a single value, not a list or map", at, name);
+  }
   if (value.IsScalar()) text = value.Scalar();
   if (value.IsNull() && key->type != KeyType::string)
     H2_THROW(ConfigError, "{}: {} has no value (expected {})", at, name, key_type_name(key->type));
@@ -83,13 +86,10 @@ TrainConfig parse_yaml(std::string_view text, const std::string& source) {
   for (const auto& entry : root) {
     std::string section = key_name(entry.first, source);
     std::string at = where(source, entry.first);
-    if (std::find(std::begin(kFutureSections), std::end(kFutureSections), section) !=
-        std::end(kFutureSections))
-      H2_THROW(ConfigError, "{}: section '{}' is not supported yet", at, section);
     if (!is_section(section))
       H2_THROW(ConfigError,
                "{}: unknown section '{}'{}; sections are model, train, data, log, parallel, "
-               "cluster, checkpoint",
+               "cluster, precision, checkpoint",
                at, section, hint(section));
     if (!seen.insert(section).second)
       H2_THROW(ConfigError, "{}: section '{}' appears twice", at, section);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/lowp/precision_policy.h"
 
 namespace h2::config {
 
@@ -101,6 +102,22 @@ struct ClusterConfig {
   bool operator==(const ClusterConfig&) const = default;
 };
 
+// Low-precision GEMMs of the block linear layers (models/precision_policy.h has the rules).
+struct PrecisionConfig {
+  std::string recipe = "compute";  // default recipe of every block linear
+  std::string modules;             // "pattern=recipe; ..." (YAML: also a map pattern: recipe)
+  int64_t keep_first = 0;          // first blocks kept at keep_recipe
+  int64_t keep_last = 0;           // last blocks kept at keep_recipe
+  std::string keep_recipe = "compute";
+  double target_after = 1;  // fraction of train.steps after which target_modules switch; 1: never
+  std::string target_recipe = "compute";
+  std::string target_modules = "*";
+  std::string mx_scale = "floor";  // MX scale rule: floor (OCP) or ceil (round-up)
+  int64_t delayed_history = 1024;  // fp8_delayed amax history length
+  int64_t delayed_margin = 0;      // fp8_delayed: scale = max_finite / (amax * 2^margin)
+  bool operator==(const PrecisionConfig&) const = default;
+};
+
 struct CheckpointConfig {
   std::string dir;        // empty: no checkpoints
   int64_t every = 0;      // steps between checkpoints; 0: only at the end (when dir is set)
@@ -117,17 +134,24 @@ struct TrainConfig {
   ParallelConfig parallel;
   ClusterConfig cluster;
   CheckpointConfig checkpoint;
+  PrecisionConfig precision;
   // Where each key's value came from ("FILE:LINE", "--set"); keys absent here are defaults. Not
   // part of equality.
   std::map<std::string, std::string> origin;
 
   bool operator==(const TrainConfig& o) const {
     return model == o.model && train == o.train && data == o.data && log == o.log &&
-           parallel == o.parallel && cluster == o.cluster && checkpoint == o.checkpoint;
+           parallel == o.parallel && cluster == o.cluster && checkpoint == o.checkpoint &&
+           precision == o.precision;
   }
   // "FILE:LINE", "--set" or "default".
   std::string origin_of(std::string_view key) const;
 };
+
+// Cross-field checks of the precision section (recipe names, rules, compute dtype).
+void check_precision(const TrainConfig& config);
+// The policy the precision section describes (config validated).
+lowp::PrecisionPolicy precision_policy(const TrainConfig& config);
 
 // Reads a YAML file and applies `overrides` ("section.key=value", in order, later wins), then
 // validates (including that data.path exists). Throws ConfigError.

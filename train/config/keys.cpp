@@ -28,6 +28,7 @@ using LC = LogConfig;
 using PC = ParallelConfig;
 using CC = CheckpointConfig;
 using CL = ClusterConfig;
+using PR = PrecisionConfig;
 using KT = KeyType;
 
 constexpr Range at_least(double lo) {
@@ -149,6 +150,36 @@ const KeyInfo kKeys[] = {
     {"cluster.devices", KT::string, &field<&TC::cluster, &CL::devices>,
      "one device per rank, comma-separated (vchip:chip-a,vchip:chip-b,...); empty: "
      "train.device everywhere"},
+
+    {"precision.recipe", KT::string, &field<&TC::precision, &PR::recipe>,
+     "GEMM recipe of every block linear: compute (train.dtype), fp8_current, fp8_delayed, "
+     "fp8_blockwise, mxfp8, mxfp4, nvfp4"},
+    {"precision.modules", KT::string, &field<&TC::precision, &PR::modules>,
+     "per-module recipes, later wins: \"layers.*.mlp=nvfp4; layers.*.self_attn=fp8_blockwise\" "
+     "(YAML: or a map pattern: recipe; '*' matches within one dotted name segment)"},
+    {"precision.keep_first", KT::integer, &field<&TC::precision, &PR::keep_first>,
+     "first blocks kept at keep_recipe", at_least(0)},
+    {"precision.keep_last", KT::integer, &field<&TC::precision, &PR::keep_last>,
+     "last blocks kept at keep_recipe", at_least(0)},
+    {"precision.keep_recipe", KT::string, &field<&TC::precision, &PR::keep_recipe>,
+     "recipe of the kept first and last blocks"},
+    {"precision.target_after", KT::number, &field<&TC::precision, &PR::target_after>,
+     "fraction of train.steps after which target_modules switch to target_recipe; 1: never",
+     Range{0, 1, false, false}},
+    {"precision.target_recipe", KT::string, &field<&TC::precision, &PR::target_recipe>,
+     "the higher precision switched to after target_after"},
+    {"precision.target_modules", KT::string, &field<&TC::precision, &PR::target_modules>,
+     "modules that switch (comma-separated globs)"},
+    {"precision.mx_scale",
+     KT::string,
+     &field<&TC::precision, &PR::mx_scale>,
+     "MX block scale rule: floor (OCP spec) or ceil (round-up, never saturates)",
+     {},
+     "floor|ceil"},
+    {"precision.delayed_history", KT::integer, &field<&TC::precision, &PR::delayed_history>,
+     "fp8_delayed: amax history length (steps)", at_least(1)},
+    {"precision.delayed_margin", KT::integer, &field<&TC::precision, &PR::delayed_margin>,
+     "fp8_delayed: scale = max_finite / (amax * 2^margin)", at_least(0)},
 
     {"checkpoint.dir", KT::string, &field<&TC::checkpoint, &CC::dir>,
      "checkpoint directory; empty: no checkpoints"},

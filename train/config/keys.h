@@ -44,7 +44,7 @@ struct KeyInfo {
   std::string_view leaf() const { return name.substr(name.find('.') + 1); }
 };
 
-// All keys, in section order (model, train, data, log, parallel, cluster, checkpoint).
+// All keys, in section order (model, train, data, log, parallel, cluster, precision, checkpoint).
 std::span<const KeyInfo> keys();
 // nullptr when there is no such key.
 const KeyInfo* find_key(std::string_view name);

@@ -149,6 +149,7 @@ void validate(const TrainConfig& config, ValidateOptions options) {
   check_train(config);
   check_checkpoint(config);
   check_parallel(config);
+  check_precision(config);
   if (options.check_files) check_data_file(config);
 }
 

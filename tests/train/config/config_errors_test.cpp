@@ -50,7 +50,7 @@ TEST_F(ConfigErrorTest, UnknownSection) {
   expect_yaml_error("trian:\n  steps: 5\n",
                     {file() + ":3:", "unknown section 'trian'", "did you mean 'train'"});
   expect_yaml_error("precision:\n  default: fp8\n",
-                    {file() + ":3:", "'precision'", "not supported"});
+                    {file() + ":4:", "unknown key 'precision.default'"});
   expect_yaml_error("parallel:\n  mode: tensor\n",
                     {file() + ":4:", "parallel.mode = 'tensor'", "single|dp|pipeline"});
 }

@@ -66,6 +66,18 @@ parallel:
   wire_dtype: bf16
 cluster:
   devices: "vchip:chip-a,cpu"
+precision:
+  recipe: fp8_blockwise
+  modules: "layers.*.mlp=nvfp4"
+  keep_first: 1
+  keep_last: 1
+  keep_recipe: bf16
+  target_after: 0.75
+  target_recipe: compute
+  target_modules: "layers.*.mlp"
+  mx_scale: ceil
+  delayed_history: 16
+  delayed_margin: 1
 checkpoint:
   dir: out/ckpt
   every: 100
@@ -122,6 +134,17 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(device_for_rank(c, 0, 2), "vchip:chip-a");
   EXPECT_EQ(device_for_rank(c, 1, 2), "cpu");
   EXPECT_THROW(device_for_rank(c, 0, 3), ConfigError);
+  EXPECT_EQ(c.precision.recipe, "fp8_blockwise");
+  EXPECT_EQ(c.precision.modules, "layers.*.mlp=nvfp4");
+  EXPECT_EQ(c.precision.keep_first, 1);
+  EXPECT_EQ(c.precision.keep_last, 1);
+  EXPECT_EQ(c.precision.keep_recipe, "bf16");
+  EXPECT_DOUBLE_EQ(c.precision.target_after, 0.75);
+  EXPECT_EQ(c.precision.target_recipe, "compute");
+  EXPECT_EQ(c.precision.target_modules, "layers.*.mlp");
+  EXPECT_EQ(c.precision.mx_scale, "ceil");
+  EXPECT_EQ(c.precision.delayed_history, 16);
+  EXPECT_EQ(c.precision.delayed_margin, 1);
   EXPECT_EQ(c.checkpoint.dir, "out/ckpt");
   EXPECT_EQ(c.checkpoint.every, 100);
   EXPECT_EQ(c.checkpoint.keep_last, 2);

@@ -1,0 +1,92 @@
+// Linear layer GEMMs in the compute dtype or quantized (see linear.h).
+#include "models/layers/linear.h"
+
+#include "core/error.h"
+#include "core/ops.h"
+#include "core/tensor_host.h"
+
+namespace h2::models {
+namespace {
+
+std::string module_of(const std::string& param_name) {
+  std::string m = param_name;
+  if (m.starts_with("model.")) m.erase(0, 6);
+  if (m.ends_with(".weight")) m.erase(m.size() - 7);
+  return m;
+}
+
+}  // namespace
+
+Linear::Linear(Param weight) : w_(std::move(weight)), module_(module_of(w_.name)) {}
+
+void Linear::set_recipe(std::optional<lowp::Recipe> recipe,
+                        const lowp::LowPrecisionOptions& options) {
+  recipe_ = std::move(recipe);
+  x_ = weight_ = dy_ = Operand{};
+  seed_ = options.seed;
+  for (unsigned char c : module_) seed_ = (seed_ ^ c) * 0x100000001b3ull;  // one stream per layer
+  random_offset_ = 0;
+  if (!recipe_) return;
+  x_.spec = recipe_->input;
+  weight_.spec = recipe_->weight;
+  dy_.spec = recipe_->grad;
+  for (Operand* op : {&x_, &weight_, &dy_}) {
+    op->stats = Tensor::zeros({2}, DType::f32, w_.value.device());
+    if (recipe_->scaling == lowp::Scaling::delayed)
+      op->history.emplace(op->spec.element, options.delayed_history, options.delayed_margin);
+  }
+}
+
+std::string_view Linear::recipe_name() const {
+  return recipe_ ? recipe_->name : std::string_view("compute");
+}
+
+lowp::QTensor Linear::quantize(Operand& op, const Tensor& in, bool transpose, bool stochastic) {
+  const int64_t rows = in.size(transpose ? 1 : 0), cols = in.size(transpose ? 0 : 1);
+  lowp::QTensor q = lowp::QTensor::empty(op.spec, rows, cols, in.device());
+  const bool delayed = op.history && op.history->has_history();
+  ops::quantize({.q = q,
+                 .stats = op.stats,
+                 .in = in,
+                 .transpose = transpose,
+                 .multiplier = delayed ? op.history->multiplier() : 0.0f,
+                 .stochastic = stochastic,
+                 .seed = seed_,
+                 .first_index = random_offset_});
+  op.numel = rows * cols;
+  if (stochastic) random_offset_ += uint64_t(op.numel);
+  if (op.history) op.history->record(read(op).amax);
+  return q;
+}
+
+void Linear::forward(const Tensor& out, const Tensor& x) {
+  if (!recipe_) return linear_fwd(out, x, w_);
+  lowp::QTensor xq = quantize(x_, x, false, false);
+  lowp::QTensor wq = quantize(weight_, w_.value, false, false);
+  ops::qmatmul({.out = out, .a = xq, .b = wq});
+}
+
+void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx) {
+  if (!recipe_) return linear_bwd(dx, dy, x, w_, accumulate_dx);
+  const bool sr = recipe_->grad_stochastic;
+  // dgrad: dx (N, I) = dy (N, O) . W^T (I, O)^T, K = O.
+  lowp::QTensor dyq = quantize(dy_, dy, false, sr);
+  lowp::QTensor wtq = quantize(weight_, w_.value, true, false);
+  ops::qmatmul({.out = dx, .a = dyq, .b = wtq, .beta = accumulate_dx ? 1.0f : 0.0f});
+  // wgrad: dW (O, I) += dy^T (O, N) . x^T (I, N)^T, K = N; FP32 straight into the grad.
+  lowp::QTensor dytq = quantize(dy_, dy, true, sr);
+  lowp::QTensor xtq = quantize(x_, x, true, false);
+  ops::qmatmul({.out = w_.grad, .a = dytq, .b = xtq, .beta = 1});
+}
+
+OperandStats Linear::read(const Operand& op) const {
+  if (!op.stats.defined() || op.numel == 0) return {};
+  const std::vector<float> s = tensor_to_floats(op.stats);
+  return {.amax = s[0], .saturated_fraction = double(s[1]) / double(op.numel)};
+}
+
+LinearStats Linear::stats() const {
+  return {.x = read(x_), .w = read(weight_), .dy = read(dy_)};
+}
+
+}  // namespace h2::models

@@ -1,0 +1,73 @@
+// Linear: a weight (out, in) and how its three GEMMs run (forward, dgrad, wgrad; see
+// core/lowp/recipe.h): in the compute dtype with plain matmuls, or quantized per a low-precision
+// recipe with FP32 accumulation. It keeps what a user needs to see when a recipe is in trouble:
+// the amax and the fraction of saturated values of each quantized operand (x, W, dy), and, for
+// delayed scaling, the amax histories.
+// Shapes: x (N, I), out (N, O), W (O, I); N tokens, I in features, O out features.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/lowp/delayed_scaling.h"
+#include "core/lowp/precision_policy.h"
+#include "core/lowp/recipe.h"
+#include "models/layers/param.h"
+
+namespace h2::models {
+
+// One quantized operand's last figures.
+struct OperandStats {
+  float amax = 0;                 // largest |value| before scaling
+  double saturated_fraction = 0;  // elements beyond the format's range after scaling
+};
+
+struct LinearStats {
+  OperandStats x, w, dy;
+};
+
+class Linear {
+ public:
+  explicit Linear(Param weight);
+
+  Param& param() { return w_; }
+  const Param& param() const { return w_; }
+  // "layers.3.mlp.gate_proj": the parameter name without "model." and ".weight".
+  const std::string& module() const { return module_; }
+
+  // nullopt: GEMMs in the compute dtype. Changing the recipe resets the statistics and histories.
+  void set_recipe(std::optional<lowp::Recipe> recipe,
+                  const lowp::LowPrecisionOptions& options = {});
+  // The active recipe's name, or "compute".
+  std::string_view recipe_name() const;
+  bool quantized() const { return recipe_.has_value(); }
+
+  // out = x W^T.
+  void forward(const Tensor& out, const Tensor& x);
+  // dx = dy W (or += when accumulate_dx); W.grad += dy^T x.
+  void backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx = false);
+
+  // Figures of the last quantizations (zeros before the first, or when not quantized). Reads
+  // small device tensors: synchronises the device.
+  LinearStats stats() const;
+
+ private:
+  struct Operand {
+    lowp::QuantSpec spec;
+    std::optional<lowp::DelayedScaling> history;  // fp8_delayed only
+    Tensor stats;                                 // f32 (2): amax, saturated count
+    int64_t numel = 0;
+  };
+  lowp::QTensor quantize(Operand& op, const Tensor& in, bool transpose, bool stochastic);
+  OperandStats read(const Operand& op) const;
+
+  Param w_;
+  std::string module_;
+  std::optional<lowp::Recipe> recipe_;
+  Operand x_, weight_, dy_;
+  uint64_t seed_ = 0;
+  uint64_t random_offset_ = 0;  // stochastic rounding: fresh positions for every quantization
+};
+
+}  // namespace h2::models

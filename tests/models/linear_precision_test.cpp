@@ -1,0 +1,162 @@
+// Linear layers under low-precision recipes: the three GEMMs of fp8_blockwise against an
+// independent reference (scalar E4M3 encoding of each 1x128 / 128x128 block, dequantized, then
+// a double-precision matmul), closeness to the unquantized layer, operand statistics, and
+// reproducible stochastic rounding of gradients.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "core/lowp/formats.h"
+#include "core/lowp/recipe.h"
+#include "core/tensor_host.h"
+#include "models/layers/linear.h"
+#include "tests/models/llama_reference.h"
+
+namespace h2::test {
+namespace {
+
+using Matrix = std::vector<float>;  // row-major
+using At = std::function<float(int64_t r, int64_t k)>;
+
+constexpr int64_t kN = 256, kI = 192, kO = 160;  // tokens, in, out: partial blocks everywhere
+
+// Dequantized values of an (R, K) matrix under an E4M3 f32_amax spec with br x bc blocks,
+// computed with the scalar reference encoder: m = 448 / amax, code = e4m3(x * m), value =
+// decode(code) * (1 / m).
+Matrix blockwise_e4m3(const At& at, int64_t R, int64_t K, int64_t br, int64_t bc) {
+  Matrix out(size_t(R * K));
+  for (int64_t r0 = 0; r0 < R; r0 += br)
+    for (int64_t k0 = 0; k0 < K; k0 += bc) {
+      const int64_t r1 = std::min(R, r0 + br), k1 = std::min(K, k0 + bc);
+      float amax = 0;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(at(r, k)));
+      const float m = amax == 0 ? 1.0f : 448.0f / amax, s = amax == 0 ? 1.0f : 1.0f / m;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t k = k0; k < k1; ++k) {
+          const uint8_t code = lowp::encode(lowp::Format::e4m3, at(r, k) * m);
+          out[size_t(r * K + k)] = lowp::decode(lowp::Format::e4m3, code) * s;
+        }
+    }
+  return out;
+}
+
+// (M, N) = a (M, K) . b (N, K)^T in double.
+std::vector<double> gemm_nt(const Matrix& a, const Matrix& b, int64_t M, int64_t N, int64_t K) {
+  std::vector<double> c(size_t(M * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(a[size_t(i * K + k)]) * b[size_t(j * K + k)];
+      c[size_t(i * N + j)] = acc;
+    }
+  return c;
+}
+
+double max_rel_diff(const std::vector<float>& got, const std::vector<double>& ref) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(got[i]) - ref[i]));
+    scale = std::max(scale, std::fabs(ref[i]));
+  }
+  return diff / scale;
+}
+
+Matrix random_matrix(int64_t n, uint64_t seed, float scale) {
+  Matrix m(static_cast<size_t>(n));
+  uint64_t s = seed;
+  for (float& v : m) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v = scale * (float(int64_t(s >> 40) % 2001 - 1000) / 1000.0f);
+  }
+  return m;
+}
+
+struct Fixture {
+  Device& cpu = model_runtime().cpu();
+  Matrix x = random_matrix(kN * kI, 1, 3.0f), dy = random_matrix(kN * kO, 2, 0.01f);
+  models::Linear linear{models::make_param("model.layers.0.mlp.up_proj.weight", {kO, kI},
+                                           models::Init::normal, 0.02f, 7, DType::f32, cpu)};
+  Matrix w = tensor_to_floats(linear.param().value);
+  Tensor xt = tensor_from_floats(x, {kN, kI}, DType::f32, cpu);
+  Tensor dyt = tensor_from_floats(dy, {kN, kO}, DType::f32, cpu);
+};
+
+TEST(LinearPrecision, BlockwiseFp8GemmsMatchAnIndependentReference) {
+  Fixture f;
+  f.linear.set_recipe(lowp::find_recipe("fp8_blockwise"));
+  EXPECT_EQ(f.linear.recipe_name(), "fp8_blockwise");
+  EXPECT_EQ(f.linear.module(), "layers.0.mlp.up_proj");
+  auto row_major = [](const Matrix& m, int64_t cols) {
+    return [&m, cols](int64_t r, int64_t k) { return m[size_t(r * cols + k)]; };
+  };
+  auto transposed = [](const Matrix& m, int64_t cols) {  // element (r, k) of m^T
+    return [&m, cols](int64_t r, int64_t k) { return m[size_t(k * cols + r)]; };
+  };
+
+  Tensor y = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+  f.linear.forward(y, f.xt);
+  const auto y_ref = gemm_nt(blockwise_e4m3(row_major(f.x, kI), kN, kI, 1, 128),
+                             blockwise_e4m3(row_major(f.w, kI), kO, kI, 128, 128), kN, kO, kI);
+  EXPECT_LT(max_rel_diff(tensor_to_floats(y), y_ref), 1e-5);
+
+  Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
+  f.linear.backward(dx, f.dyt, f.xt);
+  const auto dx_ref = gemm_nt(blockwise_e4m3(row_major(f.dy, kO), kN, kO, 1, 128),
+                              blockwise_e4m3(transposed(f.w, kI), kI, kO, 128, 128), kN, kI, kO);
+  EXPECT_LT(max_rel_diff(tensor_to_floats(dx), dx_ref), 1e-5);
+  const auto dw_ref = gemm_nt(blockwise_e4m3(transposed(f.dy, kO), kO, kN, 1, 128),
+                              blockwise_e4m3(transposed(f.x, kI), kI, kN, 1, 128), kO, kI, kN);
+  EXPECT_LT(max_rel_diff(tensor_to_floats(f.linear.param().grad), dw_ref), 1e-5);
+
+  const models::LinearStats s = f.linear.stats();
+  EXPECT_EQ(s.x.amax, 3.0f) << "max |x| of the random matrix";
+  EXPECT_EQ(s.x.saturated_fraction, 0.0) << "amax scaling never saturates";
+}
+
+TEST(LinearPrecision, QuantizedLayerIsCloseToButNotEqualToTheComputeDtypeLayer) {
+  Fixture f;
+  Tensor y_plain = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+  f.linear.forward(y_plain, f.xt);
+  for (const char* name :
+       {"fp8_current", "fp8_delayed", "fp8_blockwise", "mxfp8", "mxfp4", "nvfp4"}) {
+    f.linear.set_recipe(lowp::find_recipe(name));
+    Tensor y = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+    f.linear.forward(y, f.xt);
+    const std::vector<float> plain = tensor_to_floats(y_plain), got = tensor_to_floats(y);
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err += (double(got[i]) - plain[i]) * (double(got[i]) - plain[i]);
+      norm += double(plain[i]) * plain[i];
+    }
+    const double rel = std::sqrt(err / norm);
+    const bool fp4 = std::string_view(name).find("fp4") != std::string_view::npos;
+    EXPECT_GT(rel, 1e-4) << name << ": nothing was quantized";
+    EXPECT_LT(rel, fp4 ? 0.25 : 0.06) << name;
+  }
+  f.linear.set_recipe(std::nullopt);
+  Tensor y = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+  f.linear.forward(y, f.xt);
+  EXPECT_EQ(tensor_to_floats(y), tensor_to_floats(y_plain)) << "back to the plain matmul";
+}
+
+TEST(LinearPrecision, StochasticGradientRoundingIsReproducibleForASeed) {
+  auto grads = [](uint64_t seed) {
+    Fixture f;
+    f.linear.set_recipe(lowp::find_recipe("nvfp4"), {.seed = seed});
+    Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
+    f.linear.backward(dx, f.dyt, f.xt);
+    f.linear.backward(dx, f.dyt, f.xt);  // a second micro-batch: fresh random positions
+    return tensor_to_floats(f.linear.param().grad);
+  };
+  const std::vector<float> a = grads(5), b = grads(5), c = grads(6);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+}  // namespace
+}  // namespace h2::test
