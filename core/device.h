@@ -39,6 +39,10 @@ struct DeviceProps {
   std::map<DType, double> peak_flops;  // FLOP/s by compute dtype (dense GEMM)
   DTypeSet dtypes;                     // storage dtypes kernels accept
   double peak(DType t) const;          // 0 when unknown
+  // Whether the chip multiplies `t` natively: it has a peak_flops entry. For the FP8/FP4 code
+  // dtypes (f8e4m3, f8e5m2, f4e2m1) an absent entry means qmatmul emulates the format (decoding to
+  // FP32, paced at the f32 rate): what the planner reads to place low-precision stages.
+  bool native_gemm(DType t) const { return peak_flops.contains(t); }
 };
 
 struct AllocatorStats {

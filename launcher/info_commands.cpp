@@ -16,46 +16,52 @@ namespace h2::launcher {
 Command make_devices_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "devices", "List the devices of every registered backend and this machine's RDMA ports");
-  return {app, [] {
-            auto runtime = create_runtime();
-            fmt::print("{:<10} {:<12} {:>12} {:>12} {:>14}  {}\n", "device", "memory", "capacity",
-                       "bandwidth", "f32 peak", "name");
-            for (Device* d : runtime->devices()) {
-              const DeviceProps& p = d->props();
-              fmt::print("{:<10} {:<12} {:>9.2f} GiB {:>7.1f} GB/s {:>8.1f} GFLOP/s  {}\n",
-                         d->str(), d->memory_kind() == MemoryKind::host ? "host" : "device",
-                         double(p.memory_bytes) / (1 << 30), p.memory_bandwidth / 1e9,
-                         p.peak(DType::f32) / 1e9, p.name);
-            }
-            fmt::print("\nRDMA (libibverbs):\n{}",
-                       comm::format_rdma_topology(comm::discover_rdma()));
-            return 0;
-          }};
+  return {
+      app, [] {
+        auto runtime = create_runtime();
+        fmt::print("{:<10} {:<12} {:>12} {:>12} {:>14}  {:<20} {}\n", "device", "memory",
+                   "capacity", "bandwidth", "f32 peak", "native FP8/FP4", "name");
+        for (Device* d : runtime->devices()) {
+          const DeviceProps& p = d->props();
+          std::vector<std::string_view> native;
+          for (DType t : {DType::f8e4m3, DType::f8e5m2, DType::f4e2m1})
+            if (p.native_gemm(t)) native.push_back(dtype_name(t));
+          fmt::print("{:<10} {:<12} {:>9.2f} GiB {:>7.1f} GB/s {:>8.1f} GFLOP/s  {:<20} {}\n",
+                     d->str(), d->memory_kind() == MemoryKind::host ? "host" : "device",
+                     double(p.memory_bytes) / (1 << 30), p.memory_bandwidth / 1e9,
+                     p.peak(DType::f32) / 1e9,
+                     native.empty() ? "none (emulated)" : fmt::format("{}", fmt::join(native, ",")),
+                     p.name);
+        }
+        fmt::print("\nRDMA (libibverbs):\n{}", comm::format_rdma_topology(comm::discover_rdma()));
+        return 0;
+      }};
 }
 
 Command make_ops_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "ops", "Print the op catalogue and which dtypes each device supports for each op");
-  return {app, [] {
-            auto runtime = create_runtime();
-            auto devices = runtime->devices();
-            fmt::print("{:<18}", "op");
-            for (Device* d : devices) fmt::print(" {:<16}", d->str());
-            fmt::print("  summary\n");
-            for (int i = 0; i < kOpCount; ++i) {
-              Op op = Op(i);
-              fmt::print("{:<18}", op_name(op));
-              for (Device* d : devices) {
-                std::vector<std::string_view> dtypes;
-                for (DType t : {DType::f32, DType::bf16, DType::f16})
-                  if (d->supports(op, t)) dtypes.push_back(dtype_name(t));
-                fmt::print(" {:<16}",
-                           dtypes.empty() ? "-" : fmt::format("{}", fmt::join(dtypes, ",")));
-              }
-              fmt::print("  {}\n", op_summary(op));
-            }
-            return 0;
-          }};
+  return {
+      app, [] {
+        auto runtime = create_runtime();
+        auto devices = runtime->devices();
+        fmt::print("{:<18}", "op");
+        for (Device* d : devices) fmt::print(" {:<20}", d->str());
+        fmt::print("  summary\n");
+        for (int i = 0; i < kOpCount; ++i) {
+          Op op = Op(i);
+          fmt::print("{:<18}", op_name(op));
+          for (Device* d : devices) {
+            std::vector<std::string_view> dtypes;
+            for (DType t :
+                 {DType::f32, DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2, DType::f4e2m1})
+              if (d->supports(op, t)) dtypes.push_back(dtype_name(t));
+            fmt::print(" {:<20}", dtypes.empty() ? "-" : fmt::format("{}", fmt::join(dtypes, ",")));
+          }
+          fmt::print("  {}\n", op_summary(op));
+        }
+        return 0;
+      }};
 }
 
 Command make_env_command(CLI::App& parent) {

@@ -15,23 +15,24 @@ namespace h2::cuda {
 namespace {
 
 // Dense (no sparsity) peaks of each architecture's data-centre part, from NVIDIA's datasheets.
-// 16-bit figures are tensor-core GEMM rates; f32 is the CUDA-core rate, which is what matmul
-// runs at (CUBLAS_COMPUTE_32F without TF32). Other parts of an architecture scale by SM count
+// 16-bit, FP8 and FP4 figures are tensor-core GEMM rates (0: no native support, qmatmul then
+// emulates the format); f32 is the CUDA-core rate, which is what matmul runs at
+// (CUBLAS_COMPUTE_32F without TF32). Other parts of an architecture scale by SM count
 // (approximate: clocks differ, e.g. H100 PCIe). `bandwidth` is used only when the driver does
 // not report the memory clock and bus width.
 struct ArchPeak {
   int major, minor;
   int sms;  // of the part the figures are for
-  double bf16, f16, f32, bandwidth;
+  double bf16, f16, f32, fp8, fp4, bandwidth;
 };
 
 const ArchPeak* find_arch_peak(int major, int minor) {
   static const ArchPeak kTable[] = {
-      {8, 0, 108, 312e12, 312e12, 19.5e12, 2.039e12},  // A100 SXM4 80GB
-      {8, 6, 72, 125e12, 125e12, 31.2e12, 0.600e12},   // A10
-      {8, 9, 142, 362e12, 362e12, 91.6e12, 0.864e12},  // L40S
-      {9, 0, 132, 989e12, 989e12, 66.9e12, 3.35e12},   // H100 SXM5 / H200 SXM (H200: 4.8 TB/s)
-      {10, 0, 148, 2250e12, 2250e12, 75e12, 8.0e12},   // B200 (HGX B200 sheet divided by 8)
+      {8, 0, 108, 312e12, 312e12, 19.5e12, 0, 0, 2.039e12},             // A100 SXM4 80GB
+      {8, 6, 72, 125e12, 125e12, 31.2e12, 0, 0, 0.600e12},              // A10
+      {8, 9, 142, 362e12, 362e12, 91.6e12, 733e12, 0, 0.864e12},        // L40S
+      {9, 0, 132, 989e12, 989e12, 66.9e12, 1979e12, 0, 3.35e12},        // H100 SXM5 / H200 SXM
+      {10, 0, 148, 2250e12, 2250e12, 75e12, 4500e12, 9000e12, 8.0e12},  // B200 (HGX sheet / 8)
   };
   for (const ArchPeak& entry : kTable)
     if (entry.major == major && entry.minor == minor) return &entry;
@@ -68,6 +69,11 @@ DeviceProps read_props(int index) {
     props.peak_flops = {{DType::bf16, peak->bf16 * scale},
                         {DType::f16, peak->f16 * scale},
                         {DType::f32, peak->f32 * scale}};
+    if (peak->fp8 > 0) {  // Hopper and Ada: E4M3 and E5M2 tensor cores
+      props.peak_flops[DType::f8e4m3] = peak->fp8 * scale;
+      props.peak_flops[DType::f8e5m2] = peak->fp8 * scale;
+    }
+    if (peak->fp4 > 0) props.peak_flops[DType::f4e2m1] = peak->fp4 * scale;  // Blackwell
     if (props.memory_bandwidth <= 0) {
       bool h200 = prop.major == 9 && prop.totalGlobalMem > (size_t(100) << 30);  // 141 GB HBM3e
       props.memory_bandwidth = h200 ? 4.8e12 : peak->bandwidth;

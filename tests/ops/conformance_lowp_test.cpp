@@ -21,6 +21,8 @@ using lowp::ScaleRule;
 // each scale is the smallest power of two with amax / s <= 448.
 TEST_P(OpConformance, quantize_mxfp8_ceil) {
   H2_REQUIRE(Op::quantize, DType::f8e4m3);
+  if (dt() == DType::f16 || !dev().props().dtypes.contains(dt()))
+    GTEST_SKIP() << "quantize reads f32 or bf16 that the device stores";
   const int64_t R = 5, K = 96;
   const QuantSpec spec{.element = Format::e4m3, .rule = ScaleRule::e8m0_ceil, .block_cols = 32};
   std::vector<float> x = rand(R * K, -3, 3);
@@ -48,6 +50,8 @@ TEST_P(OpConformance, quantize_mxfp8_ceil) {
 TEST_P(OpConformance, qmatmul_nvfp4_by_blockwise) {
   H2_REQUIRE(Op::qmatmul, DType::f4e2m1);
   H2_REQUIRE(Op::quantize, DType::f8e4m3);
+  if (dt() == DType::f16 || !dev().props().dtypes.contains(dt()))
+    GTEST_SKIP() << "qmatmul writes f32 or bf16 that the device stores";
   const int64_t M = 19, N = 21, K = 160;
   const QuantSpec sa{
       .element = Format::e2m1, .rule = ScaleRule::nvfp4, .block_rows = 1, .block_cols = 16};
