@@ -331,6 +331,20 @@ struct QuantizeArgs {
   DType key_dtype() const { return q.codes.dtype(); }
 };
 
+// out (R, K) = deq(q): each code times its block's scale (core/lowp/quant_spec.h); out: f32,
+// bf16 or f16. What a receiver of FP8-compressed activations runs.
+struct DequantizeArgs {
+  Tensor out;
+  lowp::QTensor q;
+  auto slots() {
+    return std::array<TensorSlot, 4>{{{&out, TensorRole::out, "out"},
+                                      {&q.codes, TensorRole::in, "codes"},
+                                      {&q.scales, TensorRole::in, "scales"},
+                                      {&q.global, TensorRole::in, "global"}}};
+  }
+  DType key_dtype() const { return q.codes.dtype(); }
+};
+
 // out (M, N) = alpha * deq(a) @ deq(b)^T + beta * out; a: (M, K), b: (N, K) quantized (any
 // specs, each block_cols a multiple of the other's or whole K); products of dequantized values
 // accumulated in FP32 (what an FP8/FP4 tensor-core GEMM computes, up to summation order).

@@ -106,6 +106,10 @@ OpCost op_cost_quantize(const QuantizeArgs& a) {
   return {4 * double(a.in.numel()), all_bytes(a), a.in.dtype()};
 }
 
+OpCost op_cost_dequantize(const DequantizeArgs& a) {
+  return {double(a.out.numel()), all_bytes(a), a.out.dtype()};
+}
+
 // qmatmul: 2*M*N*K at the a operand's element dtype (f8e4m3, f8e5m2, f4e2m1), so a chip with an
 // FP8 peak is paced at it (vchip falls back to its f32 peak where it has none); bytes of both
 // operands' codes and scales, and out (read too when beta != 0).

@@ -1,5 +1,5 @@
-// The CPU backend's kernel table: every op, for f32, bf16 and f16 storage; quantize and qmatmul
-// for FP8/FP4 codes.
+// The CPU backend's kernel table: every op, for f32, bf16 and f16 storage; quantize, dequantize and
+// qmatmul for FP8/FP4 codes.
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels/kernels.h"
 
@@ -17,9 +17,10 @@ KernelTable make_table() {
   // copy and fill also move integer tensors (same dtype in and out).
   table.copy_dtypes = floats | DTypeSet{DType::i32, DType::i64, DType::u8};
   table.fill_dtypes = table.copy_dtypes;
-  // quantize and qmatmul are keyed by the codes' dtype (FP8 and FP4 elements).
+  // quantize, dequantize and qmatmul are keyed by the codes' dtype (FP8 and FP4 elements).
   const DTypeSet codes{DType::f8e4m3, DType::f8e5m2, DType::f4e2m1};
   table.quantize_dtypes = codes;
+  table.dequantize_dtypes = codes;
   table.qmatmul_dtypes = codes;
   return table;
 }

@@ -1,6 +1,6 @@
 // The CUDA backend's kernel table: every op, for f32, bf16 and f16 storage (FP32 arithmetic);
-// copy and fill also move integer tensors (same dtype in and out); quantize and qmatmul take
-// FP8/FP4 codes.
+// copy and fill also move integer tensors (same dtype in and out); quantize, dequantize, dequantize
+// and qmatmul take FP8/FP4 codes.
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -17,9 +17,10 @@ KernelTable make_table() {
 #undef H2_OP
   table.copy_dtypes = floats | DTypeSet{DType::i32, DType::i64, DType::u8};
   table.fill_dtypes = table.copy_dtypes;
-  // quantize and qmatmul are keyed by the codes' dtype (FP8 and FP4 elements).
+  // quantize, dequantize and qmatmul are keyed by the codes' dtype (FP8 and FP4 elements).
   const DTypeSet codes{DType::f8e4m3, DType::f8e5m2, DType::f4e2m1};
   table.quantize_dtypes = codes;
+  table.dequantize_dtypes = codes;
   table.qmatmul_dtypes = codes;
   return table;
 }

@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/lowp/quant_spec.h"
+#include "core/ops.h"
 #include "core/runtime.h"
 #include "parallel/exact_gather.h"
 
@@ -130,9 +132,17 @@ bool PipelineRuntime::counts_in_norm(const std::string& name) const {
   return name != kTable || owns_unit(0);
 }
 
-int PipelineRuntime::tag(int from_stage, int mb, bool gradient) const {
-  return (mb * schedule_.stages + from_stage) * 2 + (gradient ? 1 : 0);
+int PipelineRuntime::tag(int from_stage, int mb, bool gradient, int part) const {
+  return ((mb * schedule_.stages + from_stage) * 2 + (gradient ? 1 : 0)) * 2 + part;
 }
+
+namespace {
+
+// FP8 wire format: E4M3 codes with one FP32 amax scale per token (row of C channels).
+constexpr lowp::QuantSpec kWireSpec{
+    .element = lowp::Format::e4m3, .rule = lowp::ScaleRule::f32_amax, .block_rows = 1};
+
+}  // namespace
 
 std::pair<int64_t, int64_t> PipelineRuntime::rows_of(int q, int k, int mb) const {
   const int64_t rows = batches_.at(size_t(mb)).rows;
@@ -146,7 +156,15 @@ Tensor PipelineRuntime::take_incoming(std::map<Key, Incoming>& box, Key key, con
            key.microbatch, what);
   for (auto& request : it->second.requests) request->wait();
   Tensor t = std::move(it->second.tensor);
+  Tensor scales = std::move(it->second.scales);
   box.erase(it);
+  if (scales.defined()) {  // FP8 wire: codes (rows, T, C) with a scale per token
+    const int64_t tokens = t.size(0) * t.size(1), C = t.size(2);
+    Tensor out = Tensor::empty(t.shape(), model_.dtype(), model_.device());
+    ops::dequantize(
+        {.out = out.view({tokens, C}), .q = {t.view({tokens, C}), scales, Tensor(), kWireSpec}});
+    return out;
+  }
   return t.dtype() == model_.dtype() ? t : t.to(model_.dtype());
 }
 
@@ -158,6 +176,16 @@ void PipelineRuntime::post_sends(const Tensor& mine, int stage, int peer_stage, 
     const auto [lo, hi] = intersect(rows, rows_of(q, j, mb));
     if (lo >= hi) continue;
     Tensor piece = mine.slice(0, lo - rows.first, hi - rows.first);
+    const int peer = groups_[size_t(q)][size_t(j)];
+    if (fp8_wire()) {
+      const int64_t tokens = piece.size(0) * piece.size(1), C = piece.size(2);
+      lowp::QTensor wire = lowp::QTensor::empty(kWireSpec, tokens, C, piece.device());
+      ops::quantize({.q = wire, .in = piece.contiguous().view({tokens, C})});
+      wire_sends_.insert(wire_sends_.end(), {wire.codes, wire.scales});
+      sends_.push_back(job_.isend(wire.codes, peer, tag(stage, mb, gradient)));
+      sends_.push_back(job_.isend(wire.scales, peer, tag(stage, mb, gradient, 1)));
+      continue;
+    }
     if (wire_dtype_ && *wire_dtype_ != piece.dtype()) {
       piece = piece.to(*wire_dtype_);
       wire_sends_.push_back(piece);
@@ -169,15 +197,23 @@ void PipelineRuntime::post_sends(const Tensor& mine, int stage, int peer_stage, 
 void PipelineRuntime::post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
                                     bool gradient) {
   const auto rows = rows_of(position_, group_rank_, mb);
-  Incoming in{Tensor::empty({rows.second - rows.first, seq_len_, model_.config().dim},
-                            wire_dtype_.value_or(model_.dtype()), model_.device()),
-              {}};
+  const int64_t my_rows = rows.second - rows.first;
+  Incoming in{
+      Tensor::empty({my_rows, seq_len_, model_.config().dim}, wire_dtype_.value_or(model_.dtype()),
+                    model_.device()),
+      fp8_wire() ? Tensor::empty({my_rows * seq_len_, 1}, DType::f32, model_.device()) : Tensor(),
+      {}};
   const int q = position_of(peer_stage);
   for (int k = 0; k < int(groups_[size_t(q)].size()); ++k) {
     const auto [lo, hi] = intersect(rows, rows_of(q, k, mb));
     if (lo >= hi) continue;
-    in.requests.push_back(job_.irecv(in.tensor.slice(0, lo - rows.first, hi - rows.first),
-                                     groups_[size_t(q)][size_t(k)], tag(peer_stage, mb, gradient)));
+    const int peer = groups_[size_t(q)][size_t(k)];
+    in.requests.push_back(job_.irecv(in.tensor.slice(0, lo - rows.first, hi - rows.first), peer,
+                                     tag(peer_stage, mb, gradient)));
+    if (in.scales.defined())
+      in.requests.push_back(
+          job_.irecv(in.scales.view({my_rows, seq_len_}).slice(0, lo - rows.first, hi - rows.first),
+                     peer, tag(peer_stage, mb, gradient, 1)));
   }
   box[{stage, mb}] = std::move(in);
 }

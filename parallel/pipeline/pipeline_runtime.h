@@ -80,7 +80,9 @@ class PipelineRuntime {
   double evaluate(const MicroBatchSource& source, int microbatches);
 
   // The dtype activations and gradients travel in between ranks (bf16 halves the bytes; the
-  // receiver widens them back to the compute dtype). Default: the compute dtype.
+  // receiver widens them back to the compute dtype). f8e4m3 sends E4M3 codes with one FP32 amax
+  // scale per token (a quarter of the f32 bytes plus 4 per token), dequantized on arrival.
+  // Default: the compute dtype.
   void set_wire_dtype(DType dtype) { wire_dtype_ = dtype; }
 
   // Receives every training step's actions (not evaluation's); nullptr stops. Not owned.
@@ -115,6 +117,7 @@ class PipelineRuntime {
   };
   struct Incoming {
     Tensor tensor;  // in the wire dtype while transfers are in flight
+    Tensor scales;  // FP8 wire: one FP32 scale per token (B*T, 1) for the codes in `tensor`
     std::vector<std::unique_ptr<comm::Request>> requests;  // empty for a local hand-over
   };
 
@@ -129,7 +132,9 @@ class PipelineRuntime {
   void reduce_grads(int stage);
   void unshard(int stage, bool gather);
   void sum_tied_grads();
-  int tag(int from_stage, int mb, bool gradient) const;
+  // Message tag; `part` 1 is the scales message of an FP8 wire transfer.
+  int tag(int from_stage, int mb, bool gradient, int part = 0) const;
+  bool fp8_wire() const { return wire_dtype_ == DType::f8e4m3; }
   int position_of(int stage) const { return schedule_.rank_of(stage); }
   bool here(int stage) const { return position_of(stage) == position_; }
   // Rows [begin, end) of micro-batch `mb` that rank k of position q's group holds.
@@ -147,7 +152,7 @@ class PipelineRuntime {
   std::unique_ptr<comm::Communicator> tied_pair_;  // first and last stage's ranks, when tied
   ActionObserver* observer_ = nullptr;
   std::optional<DType> wire_dtype_;
-  std::vector<Tensor> wire_sends_;  // narrowed copies kept until their sends complete
+  std::vector<Tensor> wire_sends_;  // narrowed or quantized copies kept until their sends complete
   std::map<int, std::unique_ptr<fsdp::FlatParamGroup>> flats_;  // by unit, FSDP only
 
   // Per step.

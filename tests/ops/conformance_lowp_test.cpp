@@ -65,5 +65,24 @@ TEST_P(OpConformance, qmatmul_nvfp4_by_blockwise) {
   expect_close("out", out, ref.out);
 }
 
+// Dequantize of every scale rule equals the definition (decode(code) * block scale), written in
+// the target dtype: MXFP4 rows of 64 with 1 x 32 blocks, and 128 x 128-block FP8.
+TEST_P(OpConformance, dequantize_every_rule) {
+  H2_REQUIRE(Op::dequantize, DType::f4e2m1);
+  H2_REQUIRE(Op::dequantize, DType::f8e4m3);
+  if (!dev().props().dtypes.contains(dt()))
+    GTEST_SKIP() << "the device does not store " << dtype_name(dt());
+  const int64_t R = 7, K = 160;
+  for (const QuantSpec& s : {spec(Format::e2m1, ScaleRule::e8m0_floor, 1, 32),
+                             spec(Format::e2m1, ScaleRule::nvfp4, 1, 16),
+                             spec(Format::e4m3, ScaleRule::f32_amax, 128, 128),
+                             spec(Format::e5m2, ScaleRule::e8m0_ceil, 1, 32)}) {
+    lowp::QTensor q = quantize_values(dev(), rand(R * K, -5, 5), R, K, s);
+    Tensor out = nans({R, K}, dt());
+    ops::dequantize({.out = out, .q = q});
+    expect_close("out", out, dequantize(to_host(q)));
+  }
+}
+
 }  // namespace
 }  // namespace h2::test

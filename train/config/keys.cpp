@@ -135,10 +135,10 @@ const KeyInfo kKeys[] = {
     {"parallel.wire_dtype",
      KT::string,
      &field<&TC::parallel, &PC::wire_dtype>,
-     "pipeline: dtype of activations and gradients sent between ranks (bf16 halves the bytes); "
-     "auto: the compute dtype",
+     "pipeline: dtype of activations and gradients sent between ranks (bf16 halves the bytes, "
+     "f8e4m3 quarters them: E4M3 codes with one FP32 scale per token); auto: the compute dtype",
      {},
-     "auto|f32|bf16"},
+     "auto|f32|bf16|f8e4m3"},
     {"parallel.fsdp", KT::boolean, &field<&TC::parallel, &PC::fsdp>,
      "pipeline: shard each unit's parameters over its stage group (gathered for use, gradients "
      "reduce-scattered, AdamW on the shards)"},

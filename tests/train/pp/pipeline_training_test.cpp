@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <ostream>
+#include <string>
+#include <tuple>
 
 #include "multiproc.h"
 #include "support/training_runs.h"
@@ -171,31 +173,47 @@ TEST(PipelinePlan, AStageTooLargeForItsChipIsRefusedBeforeAnyWork) {
       << outcomes[1].message;
 }
 
-// BF16 on the wire: activations and gradients between stages travel in half the bytes; the
-// run differs from the FP32 one (so the wire really narrows) and stays close to it.
-TEST(PipelineWire, Bf16TransfersChangeTheLossOnlySlightly) {
+// Narrow wires: activations and gradients between stages travel as BF16 (half the bytes) or as
+// E4M3 codes with a scale per token (a quarter); each run differs from the FP32 one (so the wire
+// really narrows) and stays close to it. The FP8 case also runs with stage groups of (2, 1), so
+// the codes and their scales are re-split between groups of different sizes.
+double worst_relative_loss_difference(const Curve& a, const Curve& b) {
+  double worst = 0;
+  for (const auto& [step, loss] : a.loss)
+    worst = std::max(worst, std::abs(b.loss.at(step) - loss) / loss);
+  return worst;
+}
+
+TEST(PipelineWire, NarrowTransfersChangeTheLossOnlySlightly) {
   const fs::path dir = fresh_dir("h2_pp_wire");
   config::TrainConfig cfg = small_config(dir, 4);
   cfg.model.tie_embeddings = false;
   cfg.train.eval_every = 0;
   cfg.train.grad_accum = 4;
   cfg.parallel.mode = "pipeline";
-  cfg.log.metrics_file = (dir / "f32.jsonl").string();
-  train_on_ranks(cfg, 2);
-  cfg.parallel.wire_dtype = "bf16";  // (default auto: the compute dtype)
-  cfg.log.metrics_file = (dir / "bf16.jsonl").string();
-  train_on_ranks(cfg, 2);
-  const Curve f32 = read_metrics(dir / "f32.jsonl"), bf16 = read_metrics(dir / "bf16.jsonl");
-  ASSERT_EQ(f32.loss.size(), 20u);
-  ASSERT_EQ(bf16.loss.size(), 20u);
-  double worst = 0;
-  for (const auto& [step, loss] : f32.loss)
-    worst = std::max(worst, std::abs(bf16.loss.at(step) - loss) / loss);
-  EXPECT_GT(worst, 0) << "bf16 on the wire changed nothing: was it used?";
-  EXPECT_LT(worst, 0.02) << "bf16 on the wire moved the loss by more than 2%";
-  std::printf(
-      "bf16 wire: largest relative loss difference over 20 steps %.2e, final %.4f vs %.4f\n", worst,
-      bf16.loss.at(20), f32.loss.at(20));
+  auto run = [&](const std::string& name, const std::string& wire, int ranks) {
+    cfg.parallel.wire_dtype = wire;
+    cfg.parallel.stage_ranks = ranks == 3 ? "2,1" : "";
+    cfg.log.metrics_file = (dir / (name + ".jsonl")).string();
+    train_on_ranks(cfg, ranks);
+    Curve curve = read_metrics(dir / (name + ".jsonl"));
+    EXPECT_EQ(curve.loss.size(), 20u) << name;
+    return curve;
+  };
+  const Curve f32 = run("f32", "auto", 2), bf16 = run("bf16", "bf16", 2);
+  const Curve fp8 = run("fp8", "f8e4m3", 2);
+  const Curve f32_groups = run("f32_groups", "auto", 3),
+              fp8_groups = run("fp8_groups", "f8e4m3", 3);
+  for (const auto& [name, narrow, wide, bound] :
+       {std::tuple{"bf16", &bf16, &f32, 0.02}, std::tuple{"f8e4m3", &fp8, &f32, 0.05},
+        std::tuple{"f8e4m3 groups (2, 1)", &fp8_groups, &f32_groups, 0.05}}) {
+    const double worst = worst_relative_loss_difference(*wide, *narrow);
+    EXPECT_GT(worst, 0) << name << " on the wire changed nothing: was it used?";
+    EXPECT_LT(worst, bound) << name << " on the wire moved the loss by more than " << bound;
+    std::printf(
+        "%s wire: largest relative loss difference over 20 steps %.2e, final %.4f vs %.4f\n", name,
+        worst, narrow->loss.at(20), wide->loss.at(20));
+  }
 }
 
 }  // namespace
