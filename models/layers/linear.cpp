@@ -55,7 +55,9 @@ lowp::QTensor Linear::quantize(Operand& op, const Tensor& in, bool transpose, bo
                  .first_index = random_offset_});
   op.numel = rows * cols;
   if (stochastic) random_offset_ += uint64_t(op.numel);
-  if (op.history) op.history->record(read(op).amax);
+  // One history entry per operand and micro-batch: the transposed re-quantization in backward
+  // sees the same tensor and uses the same multiplier.
+  if (op.history && !transpose) op.history->record(read(op).amax);
   return q;
 }
 

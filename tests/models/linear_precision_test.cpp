@@ -144,6 +144,26 @@ TEST(LinearPrecision, QuantizedLayerIsCloseToButNotEqualToTheComputeDtypeLayer) 
   EXPECT_EQ(tensor_to_floats(y), tensor_to_floats(y_plain)) << "back to the plain matmul";
 }
 
+// fp8_delayed: the first forward has no history and scales by its own amax (3); the second sees
+// x four times larger but still scales by the history's amax 3, so every |x| above 3 * 464/448
+// saturates, and the layer reports it.
+TEST(LinearPrecision, DelayedScalingUsesTheHistoryAndReportsSaturation) {
+  Fixture f;
+  f.linear.set_recipe(lowp::find_recipe("fp8_delayed"), {.delayed_history = 4});
+  Tensor y = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+  f.linear.forward(y, f.xt);
+  EXPECT_EQ(f.linear.stats().x.saturated_fraction, 0.0);
+  Matrix x4 = f.x;
+  for (float& v : x4) v *= 4;
+  f.linear.forward(y, tensor_from_floats(x4, {kN, kI}, DType::f32, f.cpu));
+  int64_t beyond = 0;  // |4x| * 448 / 3 rounds past 448 when |4x| > 3 * 464 / 448
+  for (float v : x4) beyond += std::fabs(v) * (448.0f / 3.0f) > 464.0f;
+  const models::LinearStats s = f.linear.stats();
+  EXPECT_EQ(s.x.amax, 12.0f);
+  EXPECT_NEAR(s.x.saturated_fraction, double(beyond) / double(kN * kI), 1e-12);
+  EXPECT_GT(s.x.saturated_fraction, 0.5);
+}
+
 TEST(LinearPrecision, StochasticGradientRoundingIsReproducibleForASeed) {
   auto grads = [](uint64_t seed) {
     Fixture f;

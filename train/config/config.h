@@ -113,7 +113,7 @@ struct PrecisionConfig {
   std::string target_recipe = "compute";
   std::string target_modules = "*";
   std::string mx_scale = "floor";  // MX scale rule: floor (OCP) or ceil (round-up)
-  int64_t delayed_history = 1024;  // fp8_delayed amax history length
+  int64_t delayed_history = 1024;  // fp8_delayed amax history length (micro-batches)
   int64_t delayed_margin = 0;      // fp8_delayed: scale = max_finite / (amax * 2^margin)
   bool operator==(const PrecisionConfig&) const = default;
 };

@@ -177,7 +177,7 @@ const KeyInfo kKeys[] = {
      {},
      "floor|ceil"},
     {"precision.delayed_history", KT::integer, &field<&TC::precision, &PR::delayed_history>,
-     "fp8_delayed: amax history length (steps)", at_least(1)},
+     "fp8_delayed: amax history length (micro-batches)", at_least(1)},
     {"precision.delayed_margin", KT::integer, &field<&TC::precision, &PR::delayed_margin>,
      "fp8_delayed: scale = max_finite / (amax * 2^margin)", at_least(0)},
 
