@@ -140,6 +140,8 @@ def main():
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0, help="0 disables")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--autocast-bf16", action="store_true",
+                   help="forward under torch.autocast(cpu, bfloat16): BF16 GEMMs, FP32 weights")
     a = p.parse_args()
     a.n_kv_heads = a.n_kv_heads or a.n_heads
     a.tie_embeddings = not a.untied
@@ -155,8 +157,9 @@ def main():
 
     def step(i):
         x, y = data[i, :, :-1], data[i, :, 1:]
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, a.vocab_size), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast_bf16):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().view(-1, a.vocab_size), y.reshape(-1))
         loss.backward()
         if a.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip, foreach=True)
@@ -175,7 +178,7 @@ def main():
     tokens = a.batch_size * a.seq_len
     print(json.dumps({
         "peer": "torch", "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "optimizer": "AdamW " + opt_kind, "parameters": n_params,
+        "optimizer": "AdamW " + opt_kind, "autocast_bf16": a.autocast_bf16, "parameters": n_params,
         "tied": a.tie_embeddings, "tokens_per_step": tokens, "warmup": a.warmup,
         "steps": a.steps, "step_ms": 1e3 * statistics.median(times),
         "tokens_per_s": tokens * len(times) / sum(times),

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Step time of low-precision training on the CPU (docs/performance.md, "Low-precision step
+# time"): configs/train/numerics-256.yaml (dim 256, 4 blocks, 1,024 tokens per step) in FP32, in
+# BF16, and with each recipe below on BF16 activations, alternating runs, ROUNDS of each, median
+# step time over the steps after the warm-up (per-step metrics lines, log.every=1), then the
+# median over runs (bench/lowp_summary.py). The FP8/FP4 GEMMs are emulated on the CPU (quantize,
+# then decode tiles into an FP32 sgemm), so this measures what emulation costs, not what an FP8
+# tensor core gains. The peer, PyTorch at the same shape (bench/train_peer_torch.py, random tokens,
+# FP32 and BF16 autocast, 2 threads), runs in the same rounds. Each run starts on a quiet machine
+# (bench/quiet_machine.sh).
+# Usage: bench/lowp_bench.sh [OUT_DIR]   (default build/lowp-bench)
+#   env: ROUNDS (3), H2 (build/bin/h2), PY (.venv-bench/bin/python; empty: no peer), TRIES (10),
+#        STEPS (30 timed, after 5 warm-up), RUNS ("f32 bf16 fp8_blockwise fp8_current mxfp8 nvfp4
+#        mxfp4")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-build/lowp-bench}
+rounds=${ROUNDS:-3}
+h2=${H2:-build/bin/h2}
+tries=${TRIES:-10}
+py=${PY-.venv-bench/bin/python}
+steps=${STEPS:-30}
+warm=5
+read -ra runs <<<"${RUNS:-f32 bf16 fp8_blockwise fp8_current mxfp8 nvfp4 mxfp4}"
+mkdir -p "$out"
+: >"$out/load.txt"
+echo "$warm" >"$out/warmup"
+
+source bench/quiet_machine.sh
+
+for i in $(seq "$rounds"); do
+  for name in "${runs[@]}"; do
+    case $name in
+      f32) sets=(--set train.dtype=f32) ;;
+      bf16) sets=() ;;
+      *) sets=(--set precision.recipe="$name") ;;
+    esac
+    quiet_run "$name.$i" "$out/$name.$i.log" "$out/$name.$i.log" "$h2" train \
+      configs/train/numerics-256.yaml "${sets[@]}" --set train.steps=$((warm + steps)) \
+      --set train.eval_every=0 --set log.every=1 --set log.metrics_file="$out/$name.$i.jsonl"
+  done
+  if [[ -n $py ]]; then
+    peer=("$py" bench/train_peer_torch.py --vocab-size 256 --dim 256 --n-layers 4 --n-heads 4
+      --ffn-dim 688 --seq-len 128 --batch-size 8 --warmup "$warm" --steps "$steps" --threads 2)
+    quiet_run "torch_f32.$i" "$out/torch_f32.$i.log" "$out/torch_f32.$i.log" "${peer[@]}"
+    quiet_run "torch_bf16.$i" "$out/torch_bf16.$i.log" "$out/torch_bf16.$i.log" "${peer[@]}" \
+      --autocast-bf16
+  fi
+done
+python3 bench/lowp_summary.py "$out" "${runs[@]}" | tee "$out/summary.md"
+echo "results in $out (load log: $out/load.txt)"
