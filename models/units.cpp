@@ -69,6 +69,18 @@ void BlockUnit::clear() {
   input_ = Tensor();
 }
 
+void BlockUnit::set_defer_weight_grads(bool on) {
+  std::vector<Linear*> linears;
+  collect_linears(linears);
+  for (Linear* l : linears) l->set_defer_weight_grad(on);
+}
+
+void BlockUnit::weight_backward() {
+  std::vector<Linear*> linears;
+  collect_linears(linears);
+  for (Linear* l : linears) l->weight_backward();
+}
+
 void BlockUnit::collect_linears(std::vector<Linear*>& out) {
   attn_.collect_linears(out);
   mlp_.collect_linears(out);

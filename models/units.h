@@ -33,6 +33,11 @@ class Unit {
   void put_stash(Stash stash);
   // The Params this unit owns, in Hugging Face order (a tied head owns none).
   virtual void collect(std::vector<Param*>& out) = 0;
+  // Split backward (ZB-H1's I and W): while deferred, backward() leaves the weight gradients of
+  // the unit's linear layers to weight_backward(), which adds the oldest deferred micro-batch's.
+  // Units without linear layers (embedding, head) compute everything in backward().
+  virtual void set_defer_weight_grads(bool) {}
+  virtual void weight_backward() {}
 };
 
 // ids (B, T) -> hidden (B, T, C).
@@ -64,6 +69,8 @@ class BlockUnit : public Unit {
   void set_recompute(bool on) { recompute_ = on; }
   // The seven linear layers (q, k, v, o, gate, up, down): their GEMM precision is set per layer.
   void collect_linears(std::vector<Linear*>& out);
+  void set_defer_weight_grads(bool on) override;
+  void weight_backward() override;
 
  private:
   Attention attn_;

@@ -25,7 +25,7 @@ void Linear::set_recipe(std::optional<lowp::Recipe> recipe,
   x_ = weight_ = dy_ = Operand{};
   seed_ = options.seed;
   for (unsigned char c : module_) seed_ = (seed_ ^ c) * 0x100000001b3ull;  // one stream per layer
-  random_offset_ = 0;
+  backward_count_ = 0;
   if (!recipe_) return;
   x_.spec = recipe_->input;
   weight_.spec = recipe_->weight;
@@ -41,7 +41,8 @@ std::string_view Linear::recipe_name() const {
   return recipe_ ? recipe_->name : std::string_view("compute");
 }
 
-lowp::QTensor Linear::quantize(Operand& op, const Tensor& in, bool transpose, bool stochastic) {
+lowp::QTensor Linear::quantize(Operand& op, const Tensor& in, bool transpose, bool stochastic,
+                               uint64_t stream) {
   const int64_t rows = in.size(transpose ? 1 : 0), cols = in.size(transpose ? 0 : 1);
   lowp::QTensor q = lowp::QTensor::empty(op.spec, rows, cols, in.device());
   const bool delayed = op.history && op.history->has_history();
@@ -52,9 +53,8 @@ lowp::QTensor Linear::quantize(Operand& op, const Tensor& in, bool transpose, bo
                  .multiplier = delayed ? op.history->multiplier() : 0.0f,
                  .stochastic = stochastic,
                  .seed = seed_,
-                 .first_index = random_offset_});
+                 .first_index = stream << 40});
   op.numel = rows * cols;
-  if (stochastic) random_offset_ += uint64_t(op.numel);
   // One history entry per operand and micro-batch: the transposed re-quantization in backward
   // sees the same tensor and uses the same multiplier.
   if (op.history && !transpose) op.history->record(read(op).amax);
@@ -69,14 +69,33 @@ void Linear::forward(const Tensor& out, const Tensor& x) {
 }
 
 void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx) {
-  if (!recipe_) return linear_bwd(dx, dy, x, w_, accumulate_dx);
-  const bool sr = recipe_->grad_stochastic;
-  // dgrad: dx (N, I) = dy (N, O) . W^T (I, O)^T, K = O.
-  lowp::QTensor dyq = quantize(dy_, dy, false, sr);
-  lowp::QTensor wtq = quantize(weight_, w_.value, true, false);
-  ops::qmatmul({.out = dx, .a = dyq, .b = wtq, .beta = accumulate_dx ? 1.0f : 0.0f});
+  const float beta = accumulate_dx ? 1.0f : 0.0f;
+  const uint64_t index = backward_count_++;
+  if (!recipe_) {
+    ops::matmul({.out = dx, .a = dy, .b = w_.value, .beta = beta});
+  } else {  // dgrad: dx (N, I) = dy (N, O) . W^T (I, O)^T, K = O.
+    lowp::QTensor dyq = quantize(dy_, dy, false, recipe_->grad_stochastic, 2 * index);
+    lowp::QTensor wtq = quantize(weight_, w_.value, true, false);
+    ops::qmatmul({.out = dx, .a = dyq, .b = wtq, .beta = beta});
+  }
+  if (defer_weight_grad_)
+    pending_.push_back({dy, x, index});
+  else
+    weight_grad(dy, x, index);
+}
+
+void Linear::weight_backward() {
+  if (pending_.empty())
+    throw Error("Linear " + module_ + ": weight_backward without a deferred backward");
+  const Pending p = std::move(pending_.front());
+  pending_.pop_front();
+  weight_grad(p.dy, p.x, p.backward_index);
+}
+
+void Linear::weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index) {
+  if (!recipe_) return accumulate_weight_grad(w_.grad, dy, x);
   // wgrad: dW (O, I) += dy^T (O, N) . x^T (I, N)^T, K = N; FP32 straight into the grad.
-  lowp::QTensor dytq = quantize(dy_, dy, true, sr);
+  lowp::QTensor dytq = quantize(dy_, dy, true, recipe_->grad_stochastic, 2 * backward_index + 1);
   lowp::QTensor xtq = quantize(x_, x, true, false);
   ops::qmatmul({.out = w_.grad, .a = dytq, .b = xtq, .beta = 1});
 }

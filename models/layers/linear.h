@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 
@@ -45,8 +46,16 @@ class Linear {
 
   // out = x W^T.
   void forward(const Tensor& out, const Tensor& x);
-  // dx = dy W (or += when accumulate_dx); W.grad += dy^T x.
+  // dx = dy W (or += when accumulate_dx); W.grad += dy^T x, or, while weight gradients are
+  // deferred, (dy, x) kept for weight_backward().
   void backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx = false);
+
+  // Split backward (ZB-H1's I and W actions): while on, backward() computes dx only and queues
+  // its (dy, x); weight_backward() adds the oldest queued pair's dy^T x into W.grad, so the
+  // micro-batches' gradients still accumulate in order.
+  void set_defer_weight_grad(bool on) { defer_weight_grad_ = on; }
+  void weight_backward();
+  size_t pending_weight_grads() const { return pending_.size(); }
 
   // Figures of the last quantizations (zeros before the first, or when not quantized). Reads
   // small device tensors: synchronises the device.
@@ -59,7 +68,11 @@ class Linear {
     Tensor stats;                                 // f32 (2): amax, saturated count
     int64_t numel = 0;
   };
-  lowp::QTensor quantize(Operand& op, const Tensor& in, bool transpose, bool stochastic);
+  // `stream`: the stochastic-rounding positions (stream << 40) + element, one stream per
+  // quantization of dy, so the draws do not depend on the order of dgrad and wgrad.
+  lowp::QTensor quantize(Operand& op, const Tensor& in, bool transpose, bool stochastic,
+                         uint64_t stream = 0);
+  void weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index);
   OperandStats read(const Operand& op) const;
 
   Param w_;
@@ -67,7 +80,13 @@ class Linear {
   std::optional<lowp::Recipe> recipe_;
   Operand x_, weight_, dy_;
   uint64_t seed_ = 0;
-  uint64_t random_offset_ = 0;  // stochastic rounding: fresh positions for every quantization
+  uint64_t backward_count_ = 0;  // backward() calls since set_recipe: numbers the SR streams
+  bool defer_weight_grad_ = false;
+  struct Pending {
+    Tensor dy, x;
+    uint64_t backward_index;
+  };
+  std::deque<Pending> pending_;  // deferred weight gradients, oldest first
 };
 
 }  // namespace h2::models

@@ -263,16 +263,31 @@ void PipelineRuntime::backward(ActionKind kind, int stage, int mb) {
   if (observer_) observer_->action_ready(Action::compute(kind, stage, mb));
   auto stash = stashes_.find({stage, mb});
   H2_CHECK(stash != stashes_.end(), "stage {} micro-batch {}: backward before forward", stage, mb);
+  const bool split = kind == ActionKind::I;  // weight gradients wait for this micro-batch's W
   for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
     units_[size_t(u)]->put_stash(std::move(stash->second[size_t(u - layout_.begin(stage))]));
+    units_[size_t(u)]->set_defer_weight_grads(split);
     grad = units_[size_t(u)]->backward(grad);
+    units_[size_t(u)]->set_defer_weight_grads(false);
   }
+  if (split) deferred_weight_grads_[stage].push_back(mb);
   stashes_.erase(stash);
   if (stage == 0) return;
   if (here(stage - 1))
     out_grads_[{stage - 1, mb}] = {grad, {}};
   else
     in_grads_[{stage, mb}] = grad;
+}
+
+void PipelineRuntime::weight_backward(int stage, int mb) {
+  auto& order = deferred_weight_grads_[stage];
+  H2_CHECK(!order.empty() && order.front() == mb,
+           "stage {}: W of micro-batch {} but the oldest deferred weight gradient is {} (ZB "
+           "schedules run each stage's W in the order of its I)",
+           stage, mb, order.empty() ? std::string("none") : std::to_string(order.front()));
+  order.pop_front();
+  for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u)
+    units_[size_t(u)]->weight_backward();
 }
 
 void PipelineRuntime::reduce_grads(int stage) {
@@ -306,7 +321,8 @@ double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatch
       case ActionKind::I:
         backward(a.kind, a.stage, a.microbatch);
         break;
-      case ActionKind::W:  // weight gradients were computed with I (see the header)
+      case ActionKind::W:
+        weight_backward(a.stage, a.microbatch);
         break;
       case ActionKind::SEND_F:
         post_sends(outputs_.at({a.stage, a.microbatch}), a.stage, a.peer, a.microbatch, false);
@@ -338,9 +354,12 @@ double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatch
   if (observer) observer->step_finished();
   outputs_.clear();
   in_grads_.clear();
-  H2_CHECK(inputs_.empty() && out_grads_.empty() && stashes_.empty(),
-           "rank {}: the step ended with {} inputs, {} gradients and {} stashes unused",
-           job_.rank(), inputs_.size(), out_grads_.size(), stashes_.size());
+  size_t deferred = 0;
+  for (const auto& [stage, order] : deferred_weight_grads_) deferred += order.size();
+  H2_CHECK(inputs_.empty() && out_grads_.empty() && stashes_.empty() && deferred == 0,
+           "rank {}: the step ended with {} inputs, {} gradients, {} stashes and {} deferred "
+           "weight gradients unused",
+           job_.rank(), inputs_.size(), out_grads_.size(), stashes_.size(), deferred);
   // The loss: each micro-batch's shares added in rank order, then the micro-batches in order,
   // as one process adds its micro-batch losses.
   const auto all = gather_doubles(job_, model_.device().runtime().cpu(), losses_);

@@ -14,12 +14,12 @@
 // gradient of the micro-batch's mean loss over all its rows, divided by m. B puts the stashes
 // back and runs the units backward, accumulating weight gradients. SEND_*/RECV_* post
 // non-blocking transfers; a receive is waited for by the compute that consumes it. I runs the
-// whole backward and W nothing: the layers do not split input and weight gradients yet, so ZB-H1
-// runs with 1F1B's timing. Without FSDP, parameters are replicated within a group, REDUCE_GRAD
-// sums the stage's gradients over it and UNSHARD/RESHARD are no-ops. With FSDP every unit's
-// parameters are sharded over its group (fsdp/flat_param.h): UNSHARD gathers the stage's units,
-// RESHARD frees them and REDUCE_GRAD reduce-scatters their gradients into the shards, which
-// fsdp::ShardedAdamW then updates.
+// backward without the linear layers' weight gradients (dy^T x), which the units keep until W
+// adds them, in the order of the I's (ZB-H1); norm, embedding and head weights take theirs in I.
+// Without FSDP, parameters are replicated within a group, REDUCE_GRAD sums the stage's gradients
+// over it and UNSHARD/RESHARD are no-ops. With FSDP every unit's parameters are sharded over its
+// group (fsdp/flat_param.h): UNSHARD gathers the stage's units, RESHARD frees them and REDUCE_GRAD
+// reduce-scatters their gradients into the shards, which fsdp::ShardedAdamW then updates.
 //
 // A stage's micro-batch gradients accumulate in micro-batch order, as in one process with
 // gradient accumulation, so a pipeline of one-rank groups reproduces its numerics bit for bit.
@@ -27,6 +27,7 @@
 // ranks; their gradients are summed between them at the end of the step.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -125,6 +126,7 @@ class PipelineRuntime {
              bool training);
   void forward(int stage, int mb, bool training);
   void backward(ActionKind kind, int stage, int mb);
+  void weight_backward(int stage, int mb);
   void post_sends(const Tensor& mine, int stage, int peer_stage, int mb, bool gradient);
   void post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
                      bool gradient);
@@ -162,6 +164,7 @@ class PipelineRuntime {
   std::map<Key, Incoming> out_grads_;  // gradient of the stage's output
   std::map<Key, Tensor> outputs_;      // stage's output activation, kept until sent
   std::map<Key, Tensor> in_grads_;     // gradient of the stage's input, kept until sent
+  std::map<int, std::deque<int>> deferred_weight_grads_;  // by stage: micro-batches I ran, W not
   std::vector<std::unique_ptr<comm::Request>> sends_;
   std::vector<double> losses_;  // per micro-batch: this rank's share of the mean loss
 };

@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/error.h"
 #include "core/lowp/formats.h"
 #include "core/lowp/recipe.h"
 #include "core/tensor_host.h"
@@ -162,6 +163,36 @@ TEST(LinearPrecision, DelayedScalingUsesTheHistoryAndReportsSaturation) {
   EXPECT_EQ(s.x.amax, 12.0f);
   EXPECT_NEAR(s.x.saturated_fraction, double(beyond) / double(kN * kI), 1e-12);
   EXPECT_GT(s.x.saturated_fraction, 0.5);
+}
+
+// ZB-H1's split backward: dx at once, dy^T x later, oldest first; the gradients equal the
+// unsplit backward's bit for bit, in the compute dtype and quantized.
+TEST(LinearPrecision, DeferredWeightGradientsEqualTheUnsplitBackward) {
+  for (const char* recipe : {"compute", "fp8_blockwise", "nvfp4"}) {
+    auto run = [&](bool split) {
+      Fixture f;
+      if (std::string_view(recipe) != "compute") f.linear.set_recipe(lowp::find_recipe(recipe));
+      Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
+      Tensor dy2 =
+          tensor_from_floats(random_matrix(kN * kO, 3, 0.02f), {kN, kO}, DType::f32, f.cpu);
+      f.linear.set_defer_weight_grad(split);
+      f.linear.backward(dx, f.dyt, f.xt);
+      const std::vector<float> dx1 = tensor_to_floats(dx);
+      f.linear.backward(dx, dy2, f.xt);
+      if (split) {
+        EXPECT_EQ(f.linear.pending_weight_grads(), 2u);
+        EXPECT_EQ(tensor_to_floats(f.linear.param().grad), std::vector<float>(kO * kI, 0.0f))
+            << "weight gradients must wait for weight_backward";
+        f.linear.weight_backward();
+        f.linear.weight_backward();
+        EXPECT_THROW(f.linear.weight_backward(), Error);
+      }
+      return std::pair{dx1, tensor_to_floats(f.linear.param().grad)};
+    };
+    const auto whole = run(false), split = run(true);
+    EXPECT_EQ(whole.first, split.first) << recipe;
+    EXPECT_EQ(whole.second, split.second) << recipe;
+  }
 }
 
 TEST(LinearPrecision, StochasticGradientRoundingIsReproducibleForASeed) {

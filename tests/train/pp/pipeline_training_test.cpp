@@ -111,6 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineCase{"hetero_2_1_1", 4, "1f1b", 1, 4, "2,1,1", false, "2,1,1"},
                       PipelineCase{"pp2_fsdp2", 4, "1f1b", 1, 4, "", false, "2,2", true},
                       PipelineCase{"pp2_fsdp2_zeropp", 4, "1f1b", 1, 4, "", false, "2,2", true, 2},
+                      PipelineCase{"pp2_fsdp2_zbh1", 4, "zb-h1", 1, 4, "", false, "2,2", true},
                       PipelineCase{"hetero_fsdp_2_1", 3, "gpipe", 1, 4, "3,1", false, "2,1", true}),
     [](const auto& info) { return info.param.name; });
 
