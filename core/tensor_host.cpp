@@ -2,30 +2,15 @@
 #include "core/tensor_host.h"
 
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/half_float.h"
 #include "core/lowp/formats.h"
+#include "core/lowp/quant_spec.h"
 
 namespace h2 {
 namespace {
-
-// The element format of an FP8/FP4 dtype (codes are converted with saturation, ties to even).
-bool lowp_format(DType dtype, lowp::Format* f) {
-  switch (dtype) {
-    case DType::f8e4m3:
-      *f = lowp::Format::e4m3;
-      return true;
-    case DType::f8e5m2:
-      *f = lowp::Format::e5m2;
-      return true;
-    case DType::f4e2m1:
-      *f = lowp::Format::e2m1;
-      return true;
-    default:
-      return false;
-  }
-}
 
 // Code of element i of a packed or byte-per-element code buffer.
 uint8_t load_code(const void* base, DType dtype, int64_t i) {
@@ -76,13 +61,11 @@ Tensor tensor_from_floats(std::span<const float> values, const Shape& shape, DTy
       upload(t, encoded.data(), encoded.size() * 2);
       break;
     }
-    default: {
-      lowp::Format f;
-      if (!lowp_format(dtype, &f))
-        H2_THROW(UnsupportedError, "tensor_from_floats to {}", dtype_name(dtype));
-      std::vector<uint8_t> codes(size_t(t.nbytes()), 0);
-      for (size_t i = 0; i < values.size(); ++i)
-        store_code(codes.data(), dtype, int64_t(i), lowp::encode(f, values[i]));
+    default: {  // FP8/FP4 codes, saturating, ties to even
+      const std::optional<lowp::Format> f = lowp::element_format(dtype);
+      if (!f) H2_THROW(UnsupportedError, "tensor_from_floats to {}", dtype_name(dtype));
+      std::vector<uint8_t> codes(size_t(t.nbytes()));
+      lowp::encode_n(*f, values.data(), int64_t(values.size()), 1.0f, codes.data());
       upload(t, codes.data(), codes.size());
     }
   }
@@ -121,11 +104,10 @@ std::vector<float> tensor_to_floats(const Tensor& tensor) {
       }
       break;
     default: {
-      lowp::Format f;
-      if (!lowp_format(tensor.dtype(), &f))
-        H2_THROW(UnsupportedError, "tensor_to_floats of {}", tensor.str());
-      for (size_t i = 0; i < values.size(); ++i)
-        values[i] = lowp::decode(f, load_code(bytes.data(), tensor.dtype(), int64_t(i)));
+      const std::optional<lowp::Format> f = lowp::element_format(tensor.dtype());
+      if (!f) H2_THROW(UnsupportedError, "tensor_to_floats of {}", tensor.str());
+      lowp::decode_n(*f, reinterpret_cast<const uint8_t*>(bytes.data()), int64_t(values.size()),
+                     1.0f, values.data());
     }
   }
   return values;
@@ -170,12 +152,9 @@ void store_host_element(void* base, DType dtype, int64_t i, double value) {
       return;
     case DType::f8e4m3:
     case DType::f8e5m2:
-    case DType::f4e2m1: {
-      lowp::Format f;
-      lowp_format(dtype, &f);
-      store_code(base, dtype, i, lowp::encode(f, float(value)));
+    case DType::f4e2m1:
+      store_code(base, dtype, i, lowp::encode(*lowp::element_format(dtype), float(value)));
       return;
-    }
     default:
       H2_THROW(UnsupportedError, "no host element access for {}", dtype_name(dtype));
   }
@@ -197,11 +176,8 @@ double load_host_element(const void* base, DType dtype, int64_t i) {
       return static_cast<const uint8_t*>(base)[i];
     case DType::f8e4m3:
     case DType::f8e5m2:
-    case DType::f4e2m1: {
-      lowp::Format f;
-      lowp_format(dtype, &f);
-      return lowp::decode(f, load_code(base, dtype, i));
-    }
+    case DType::f4e2m1:
+      return lowp::decode(*lowp::element_format(dtype), load_code(base, dtype, i));
     default:
       H2_THROW(UnsupportedError, "no host element access for {}", dtype_name(dtype));
   }

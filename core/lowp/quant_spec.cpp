@@ -45,6 +45,19 @@ DType element_dtype(Format f) {
   H2_THROW(Error, "{} is a scale format, not an element format", format_info(f).name);
 }
 
+std::optional<Format> element_format(DType t) {
+  switch (t) {
+    case DType::f8e4m3:
+      return Format::e4m3;
+    case DType::f8e5m2:
+      return Format::e5m2;
+    case DType::f4e2m1:
+      return Format::e2m1;
+    default:
+      return std::nullopt;
+  }
+}
+
 DType scale_dtype(ScaleRule rule) {
   switch (rule) {
     case ScaleRule::f32_amax:

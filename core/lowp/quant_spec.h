@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/dtype.h"
@@ -37,6 +38,8 @@ struct QuantSpec {
 
 // The storage dtype of a format's codes (f8e4m3, f8e5m2, f4e2m1).
 DType element_dtype(Format f);
+// The inverse: the element format of a code dtype; nullopt for any other dtype.
+std::optional<Format> element_format(DType t);
 // Scale tensor dtype for a rule: f32 (f32_amax), u8 (E8M0 codes), f8e4m3 (nvfp4).
 DType scale_dtype(ScaleRule rule);
 // Block extent along one dimension of length n (0 in the spec means n).
