@@ -23,8 +23,7 @@ void Linear::set_recipe(std::optional<lowp::Recipe> recipe,
                         const lowp::LowPrecisionOptions& options) {
   recipe_ = std::move(recipe);
   x_ = weight_ = dy_ = Operand{};
-  seed_ = options.seed;
-  for (unsigned char c : module_) seed_ = (seed_ ^ c) * 0x100000001b3ull;  // one stream per layer
+  seed_ = name_key(options.seed, module_);  // one stochastic-rounding stream per layer
   backward_count_ = 0;
   if (!recipe_) return;
   x_.spec = recipe_->input;

@@ -17,12 +17,6 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 // Uniform in (0, 1) from 53 random bits; never 0, so log() below is finite.
 double uniform01(uint64_t bits) {
   return (double(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
@@ -30,13 +24,19 @@ double uniform01(uint64_t bits) {
 
 }  // namespace
 
+uint64_t name_key(uint64_t seed, std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the name
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return splitmix64(seed ^ h);
+}
+
 Param make_param(std::string name, const Shape& shape, Init init, float std, uint64_t seed,
                  DType dtype, Device& device) {
   const int64_t n = shape.numel();
   std::vector<float> host(size_t(n), 1.0f);
   if (init == Init::normal) {
     // Box-Muller on a counter-based stream: element i depends only on (seed, name, i).
-    const uint64_t key = splitmix64(seed ^ fnv1a(name));
+    const uint64_t key = name_key(seed, name);
     const double two_pi = 6.283185307179586;
     for (int64_t i = 0; i < n; i += 2) {
       double u1 = uniform01(splitmix64(key + 2 * uint64_t(i)));

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/tensor.h"
 
@@ -19,6 +20,10 @@ struct Param {
 };
 
 enum class Init { normal, ones };
+
+// A 64-bit key for the random stream of one named object (a parameter's initial values, a
+// linear layer's stochastic rounding): a pure function of (seed, name).
+uint64_t name_key(uint64_t seed, std::string_view name);
 
 // normal: N(0, std^2) from a counter-based generator keyed by (seed, name); ones: all 1.
 Param make_param(std::string name, const Shape& shape, Init init, float std, uint64_t seed,
