@@ -9,11 +9,11 @@
 #include <random>
 
 #include "backends/registry.h"
+#include "cli/command.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/tensor_host.h"
 #include "core/tolerance.h"
-#include "launcher/command.h"
 
 namespace h2::launcher {
 namespace {

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <map>
 
+#include "cli/command.h"
 #include "core/error.h"
-#include "launcher/command.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/hf_format.h"
 #include "train/model_loading.h"

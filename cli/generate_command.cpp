@@ -10,9 +10,9 @@
 #include <random>
 
 #include "backends/registry.h"
+#include "cli/command.h"
 #include "core/error.h"
 #include "core/tensor_host.h"
-#include "launcher/command.h"
 #include "models/llama.h"
 #include "train/data/tokenizer.h"
 #include "train/model_loading.h"

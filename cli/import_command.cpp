@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/command.h"
 #include "core/error.h"
-#include "launcher/command.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/hf_format.h"
 #include "train/config/config.h"

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "comm/ibverbs/rdma_topology.h"
+#include "cli/command.h"
+#include "comm/topology/rdma_topology.h"
 #include "core/env.h"
-#include "launcher/command.h"
 
 namespace h2::launcher {
 

@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "backends/registry.h"
+#include "cli/command.h"
 #include "core/error.h"
 #include "core/tensor_host.h"
-#include "launcher/command.h"
 #include "train/checkpoint/hf_format.h"
 #include "train/model_loading.h"
 

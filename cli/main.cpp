@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
+#include "cli/command.h"
 #include "core/error.h"
-#include "launcher/command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"H2: train large language models on heterogeneous clusters", "h2"};

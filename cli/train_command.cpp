@@ -8,10 +8,10 @@
 #include <algorithm>
 
 #include "backends/registry.h"
+#include "cli/command.h"
 #include "comm/timeouts.h"
-#include "comm/world.h"
+#include "comm/world/world.h"
 #include "core/error.h"
-#include "launcher/command.h"
 #include "train/config/config.h"
 #include "train/config/plan.h"
 #include "train/trainer.h"

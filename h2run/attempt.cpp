@@ -1,6 +1,6 @@
 // run_attempt: the poll loop over the ranks' pipes and the signalfd, the failure rule and the
 // two-stage stop.
-#include "launcher/h2run/attempt.h"
+#include "h2run/attempt.h"
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "core/error.h"
-#include "launcher/h2run/fd.h"
+#include "h2run/fd.h"
 
 namespace h2::h2run {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/h2run/exit_status.h"
-#include "launcher/h2run/rank_process.h"
-#include "launcher/h2run/signal_fd.h"
+#include "h2run/exit_status.h"
+#include "h2run/rank_process.h"
+#include "h2run/signal_fd.h"
 
 namespace h2::h2run {
 

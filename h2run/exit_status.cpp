@@ -1,5 +1,5 @@
 // ExitStatus: decoding waitpid's status and naming signals.
-#include "launcher/h2run/exit_status.h"
+#include "h2run/exit_status.h"
 
 #include <fmt/format.h>
 #include <sys/wait.h>

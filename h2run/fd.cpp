@@ -1,5 +1,5 @@
 // UniqueFd, make_pipe and write_all.
-#include "launcher/h2run/fd.h"
+#include "h2run/fd.h"
 
 #include <fcntl.h>
 #include <unistd.h>

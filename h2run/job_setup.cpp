@@ -1,5 +1,5 @@
 // find_executable, job_token and rank_environment.
-#include "launcher/h2run/job_setup.h"
+#include "h2run/job_setup.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/h2run/options.h"
+#include "h2run/options.h"
 
 namespace h2::h2run {
 

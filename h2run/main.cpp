@@ -9,10 +9,10 @@
 #include <optional>
 
 #include "core/error.h"
-#include "launcher/h2run/job_setup.h"
-#include "launcher/h2run/options.h"
-#include "launcher/h2run/signal_fd.h"
-#include "launcher/h2run/supervisor.h"
+#include "h2run/job_setup.h"
+#include "h2run/options.h"
+#include "h2run/signal_fd.h"
+#include "h2run/supervisor.h"
 
 extern char** environ;
 

@@ -1,5 +1,5 @@
 // RunOptions: flags, help text and checks.
-#include "launcher/h2run/options.h"
+#include "h2run/options.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,5 +1,5 @@
 // OutputPipe: split a rank's bytes into lines, prefix and forward them.
-#include "launcher/h2run/output_pipe.h"
+#include "h2run/output_pipe.h"
 
 #include <unistd.h>
 

@@ -7,7 +7,7 @@
 #include <deque>
 #include <string>
 
-#include "launcher/h2run/fd.h"
+#include "h2run/fd.h"
 
 namespace h2::h2run {
 

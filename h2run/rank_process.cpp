@@ -1,7 +1,7 @@
 // RankProcess: fork and exec with the child's set-up done between them (only async-signal-safe
 // calls there: the parent runs the store server's thread), exec failures reported back through a
 // close-on-exec pipe, reaping and group signals.
-#include "launcher/h2run/rank_process.h"
+#include "h2run/rank_process.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

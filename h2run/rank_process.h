@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/h2run/exit_status.h"
-#include "launcher/h2run/output_pipe.h"
+#include "h2run/exit_status.h"
+#include "h2run/output_pipe.h"
 
 namespace h2::h2run {
 

@@ -1,5 +1,5 @@
 // SignalFd: sigprocmask + signalfd.
-#include "launcher/h2run/signal_fd.h"
+#include "h2run/signal_fd.h"
 
 #include <sys/signalfd.h>
 #include <unistd.h>

@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "launcher/h2run/fd.h"
+#include "h2run/fd.h"
 
 namespace h2::h2run {
 

@@ -1,14 +1,14 @@
 // run_job: the store per attempt, the ranks' specs, the failure report and the restart rule.
-#include "launcher/h2run/supervisor.h"
+#include "h2run/supervisor.h"
 
 #include <fmt/format.h>
 
 #include <memory>
 
 #include "comm/bootstrap/store_server.h"
-#include "launcher/h2run/attempt.h"
-#include "launcher/h2run/fd.h"
-#include "launcher/h2run/job_setup.h"
+#include "h2run/attempt.h"
+#include "h2run/fd.h"
+#include "h2run/job_setup.h"
 
 namespace h2::h2run {
 namespace {

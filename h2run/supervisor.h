@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/h2run/options.h"
-#include "launcher/h2run/signal_fd.h"
+#include "h2run/options.h"
+#include "h2run/signal_fd.h"
 
 namespace h2::h2run {
 

@@ -5,7 +5,6 @@
 
 #include "core/error.h"
 #include "core/ops.h"
-#include "core/tensor_host.h"
 
 namespace h2::models {
 
@@ -37,6 +36,10 @@ std::vector<Unit*> Llama::units() {
   for (auto& b : blocks_) out.push_back(b.get());
   out.push_back(head_.get());
   return out;
+}
+
+nn::Param* Llama::tied_parameter() {
+  return cfg_.tie_embeddings ? &embedding_->table() : nullptr;
 }
 
 std::vector<NamedParameter> Llama::named_parameters() {
@@ -102,32 +105,11 @@ void Llama::clear_all() {
   for (Unit* u : units()) u->clear();
 }
 
-LossSum cross_entropy_loss(const Tensor& logits, const Tensor& targets, const Tensor& dlogits,
-                           float scale) {
-  const int64_t N = logits.size(0);
-  Device& dev = logits.device();
-  Tensor t = targets.view({N});
-  Tensor losses = Tensor::empty({N}, DType::f32, dev);
-  Tensor lse = Tensor::empty({N}, DType::f32, dev);
-  ops::cross_entropy_fwd({.losses = losses, .lse = lse, .logits = logits, .targets = t});
-  Tensor total = Tensor::empty({1}, DType::f32, dev);
-  ops::sum({.out = total, .in = losses});
-  LossSum r;
-  r.sum = tensor_to_floats(total)[0];
-  for (int64_t id : tensor_to_ints(t)) r.count += id != -100;
-  if (dlogits.defined()) {
-    const float dloss = r.count > 0 ? scale / float(r.count) : 0.0f;
-    ops::cross_entropy_bwd(
-        {.dlogits = dlogits, .logits = logits, .lse = lse, .targets = t, .dloss = dloss});
-  }
-  return r;
-}
-
 float Llama::forward_backward(const Tensor& inputs, const Tensor& targets, int64_t B, int64_t T,
                               float grad_scale, const std::function<void(size_t unit)>& unit_done) {
   Tensor logits = forward_all(inputs, B, T);
   Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-  LossSum l = cross_entropy_loss(logits, targets, dlogits, grad_scale);
+  nn::LossSum l = nn::cross_entropy_loss(logits, targets, dlogits, grad_scale);
   logits = Tensor();
   Tensor grad = dlogits.view({B, T, cfg_.vocab_size});
   std::vector<Unit*> us = units();
@@ -135,14 +117,13 @@ float Llama::forward_backward(const Tensor& inputs, const Tensor& targets, int64
     grad = us[u]->backward(grad);
     if (unit_done) unit_done(u);
   }
-  return l.count > 0 ? float(l.sum / double(l.count)) : 0.0f;
+  return nn::mean_loss(l);
 }
 
 float Llama::loss(const Tensor& inputs, const Tensor& targets, int64_t B, int64_t T) {
   Tensor logits = forward_all(inputs, B, T);
   clear_all();
-  LossSum l = cross_entropy_loss(logits, targets, Tensor(), 1);
-  return l.count > 0 ? float(l.sum / double(l.count)) : 0.0f;
+  return nn::mean_loss(nn::cross_entropy_loss(logits, targets, Tensor(), 1));
 }
 
 Tensor Llama::forward_logits(const Tensor& inputs, int64_t B, int64_t T) {

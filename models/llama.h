@@ -14,6 +14,8 @@
 #include "core/lowp/precision_policy.h"
 #include "models/llama_config.h"
 #include "models/units.h"
+#include "nn/loss.h"
+#include "nn/model.h"
 
 namespace h2::models {
 
@@ -29,18 +31,22 @@ struct LlamaOptions {
   bool recompute = false;  // recompute every block's activations in backward
 };
 
-class Llama {
+class Llama final : public nn::Model {
  public:
   Llama(const LlamaConfig& cfg, Device& device, const LlamaOptions& options = {});
   Llama(const Llama&) = delete;
   Llama& operator=(const Llama&) = delete;
 
   const LlamaConfig& config() const { return cfg_; }
-  Device& device() const { return *device_; }
-  DType dtype() const { return dtype_; }
+  Device& device() const override { return *device_; }
+  DType dtype() const override { return dtype_; }
+  int64_t hidden_size() const override { return cfg_.dim; }
+  int64_t vocab_size() const override { return cfg_.vocab_size; }
+  // The embedding table when the head shares it (tie_embeddings), else nullptr.
+  nn::Param* tied_parameter() override;
 
   // Units in execution order: [embedding, block 0 .. block L-1, head].
-  std::vector<Unit*> units();
+  std::vector<Unit*> units() override;
   // Every parameter once, in Hugging Face order (no lm_head.weight when tied).
   std::vector<NamedParameter> named_parameters();
   int64_t num_parameters();
@@ -76,14 +82,5 @@ class Llama {
   std::vector<std::unique_ptr<BlockUnit>> blocks_;
   std::unique_ptr<HeadUnit> head_;
 };
-
-// Cross-entropy over logits (N, V) and targets (N): sum of per-row losses, the number of
-// non-ignored rows, and (when dlogits is defined) dlogits = d(scale * sum / count)/dlogits.
-struct LossSum {
-  double sum = 0;
-  int64_t count = 0;
-};
-LossSum cross_entropy_loss(const Tensor& logits, const Tensor& targets, const Tensor& dlogits,
-                           float scale);
 
 }  // namespace h2::models

@@ -8,19 +8,6 @@
 
 namespace h2::models {
 
-Stash Unit::take_stash() {
-  Stash stash;
-  StashTransfer take(StashTransfer::Direction::take, stash);
-  transfer_stash(take);
-  return stash;
-}
-
-void Unit::put_stash(Stash stash) {
-  StashTransfer put(StashTransfer::Direction::put, stash);
-  transfer_stash(put);
-  put.finish();
-}
-
 EmbeddingUnit::EmbeddingUnit(const LlamaConfig& cfg, uint64_t seed, DType dtype, Device& device)
     : emb_("model.embed_tokens.weight", cfg.vocab_size, cfg.dim, seed, dtype, device) {}
 

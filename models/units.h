@@ -1,9 +1,6 @@
 // The units a Llama model is a list of, so pipeline parallelism can split it between stages:
-// EmbeddingUnit, L BlockUnits, HeadUnit. Each unit has forward(input) -> output and
-// backward(grad_output) -> grad_input, owns the activations it stashes for backward (freed by
-// backward() or clear(); take_stash/put_stash move them out so that a pipeline stage can run
-// several micro-batches' forwards before their backwards), and ADDS its weight gradients into its
-// Params' f32 grads.
+// EmbeddingUnit, L BlockUnits, HeadUnit, each an nn::Unit (nn/unit.h: forward, backward, stash
+// take/put, split backward), composed from the layers in models/layers/.
 // Shapes: ids (B, T) i32/i64; hidden (B, T, C); logits (B, T, V).
 #pragma once
 
@@ -15,30 +12,11 @@
 #include "models/layers/mlp.h"
 #include "models/layers/rms_norm.h"
 #include "models/llama_config.h"
+#include "nn/unit.h"
 
 namespace h2::models {
 
-class Unit {
- public:
-  virtual ~Unit() = default;
-  virtual Tensor forward(const Tensor& input) = 0;
-  // Returns the gradient w.r.t. the input (undefined for the embedding, whose input is ids).
-  virtual Tensor backward(const Tensor& grad_output) = 0;
-  virtual void clear() = 0;  // drop stashed activations without a backward
-  // Moves the stashed activations out of the unit or back in (layers/stash.h).
-  virtual void transfer_stash(StashTransfer& t) = 0;
-  // After forward: the stash leaves the unit, which can run another micro-batch's forward.
-  Stash take_stash();
-  // Before the matching backward: the stash taken after that micro-batch's forward.
-  void put_stash(Stash stash);
-  // The Params this unit owns, in Hugging Face order (a tied head owns none).
-  virtual void collect(std::vector<Param*>& out) = 0;
-  // Split backward (ZB-H1's I and W): while deferred, backward() leaves the weight gradients of
-  // the unit's linear layers to weight_backward(), which adds the oldest deferred micro-batch's.
-  // Units without linear layers (embedding, head) compute everything in backward().
-  virtual void set_defer_weight_grads(bool) {}
-  virtual void weight_backward() {}
-};
+using Unit = nn::Unit;
 
 // ids (B, T) -> hidden (B, T, C).
 class EmbeddingUnit : public Unit {

@@ -1,5 +1,5 @@
 // AdamW with FP32 master weights (see adamw.h).
-#include "train/optim/adamw.h"
+#include "optim/adamw.h"
 
 #include <cmath>
 
@@ -7,7 +7,7 @@
 #include "core/ops.h"
 #include "core/tensor_host.h"
 
-namespace h2::train {
+namespace h2::optim {
 
 AdamW::AdamW(std::vector<ParamRef> params, AdamwOptions options)
     : params_(std::move(params)), options_(options) {
@@ -78,4 +78,4 @@ double clip_scale(double norm, double max_norm) {
   return max_norm / (norm + 1e-6);
 }
 
-}  // namespace h2::train
+}  // namespace h2::optim

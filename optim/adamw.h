@@ -11,7 +11,7 @@
 
 #include "core/tensor.h"
 
-namespace h2::train {
+namespace h2::optim {
 
 // One trainable tensor: its compute copy (f32 or bf16) and its gradient (f32, same shape).
 struct ParamRef {
@@ -64,4 +64,4 @@ class AdamW {
 // (1 when max_norm <= 0 or the norm is already within it).
 double clip_scale(double norm, double max_norm);
 
-}  // namespace h2::train
+}  // namespace h2::optim

@@ -1,11 +1,11 @@
 // Warm-up + cosine learning-rate schedule (see lr_schedule.h).
-#include "train/optim/lr_schedule.h"
+#include "optim/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-namespace h2::train {
+namespace h2::optim {
 
 double LrSchedule::at(int64_t step) const {
   if (step < warmup_steps) return lr * double(step + 1) / double(warmup_steps);
@@ -15,4 +15,4 @@ double LrSchedule::at(int64_t step) const {
   return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
-}  // namespace h2::train
+}  // namespace h2::optim

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace h2::train {
+namespace h2::optim {
 
 struct LrSchedule {
   double lr = 3e-4;
@@ -17,4 +17,4 @@ struct LrSchedule {
   double at(int64_t step) const;
 };
 
-}  // namespace h2::train
+}  // namespace h2::optim

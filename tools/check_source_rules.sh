@@ -22,9 +22,9 @@ done
 # header pattern -> folder allowed to include it
 declare -A vendor=(
   ['cuda_runtime|cuda\.h|cublas|cuda_bf16|cuda_fp16|cuda_fp8']='backends/cuda/'
-  ['nccl\.h']='comm/nccl/'
-  ['ucp/api|uct/api']='comm/ucx/'
-  ['infiniband/verbs']='comm/ibverbs/'
+  ['nccl\.h']='comm/vendors/nccl/'
+  ['ucp/api|uct/api']='comm/transports/ucx/'
+  ['infiniband/verbs']='comm/topology/'
   ['cblas\.h']='backends/cpu/'
 )
 for pattern in "${!vendor[@]}"; do

@@ -12,6 +12,8 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/tensor_host.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
 #include "parallel/dp/gradient_reducer.h"
 #include "parallel/exact_gather.h"
 #include "parallel/fsdp/sharded_adamw.h"
@@ -24,18 +26,23 @@
 #include "train/checkpoint/checkpoint.h"
 #include "train/config/plan.h"
 #include "train/data/sampler.h"
-#include "train/optim/adamw.h"
-#include "train/optim/lr_schedule.h"
 #include "train/precision_report.h"
 
 namespace h2::train {
+
+using optim::AdamW;
+using optim::AdamwOptions;
+using optim::clip_scale;
+using optim::LrSchedule;
+using optim::ParamRef;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<ParamRef> param_refs(const std::vector<models::NamedParameter>& params) {
+std::vector<ParamRef> param_refs(const std::vector<nn::Param*>& params) {
   std::vector<ParamRef> refs;
-  for (const auto& p : params) refs.push_back({p.name, p.param, p.grad});
+  for (const nn::Param* p : params) refs.push_back({p->name, p->value, p->grad});
   return refs;
 }
 
@@ -216,7 +223,7 @@ struct Trainer::State {
       sharded = std::make_unique<parallel::fsdp::ShardedAdamW>(pipeline->flat_groups(), adamw);
     else
       optimizer = std::make_unique<AdamW>(
-          param_refs(pipeline ? pipeline->owned_parameters() : model->named_parameters()), adamw);
+          param_refs(pipeline ? pipeline->owned_parameters() : nn::parameters_of(*model)), adamw);
     sampler = std::make_unique<data::WindowSampler>(split.train, cfg.train.batch_size,
                                                     cfg.model.seq_len, uint64_t(cfg.train.seed));
     schedule = {.lr = cfg.train.lr,

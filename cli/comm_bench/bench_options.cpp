@@ -1,5 +1,5 @@
 // nccl-tests' flags for `h2 comm-bench`, their checks, and the per-row sizes and bandwidths.
-#include "launcher/comm_bench/bench_options.h"
+#include "cli/comm_bench/bench_options.h"
 
 #include <fmt/format.h>
 

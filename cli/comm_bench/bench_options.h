@@ -1,7 +1,7 @@
 // `h2 comm-bench` flags: nccl-tests' command line (-b -e -f -i -n -w -c -d -o -r ...) parsed and
 // checked into BenchOptions, and the sizes, element counts and bandwidth factors of each
 // benchmark row, computed the way nccl-tests computes them (src/*.cu getCollByteCount, getBw).
-// Pure: no communication, no device; unit-tested in tests/launcher/comm_bench_test.cpp.
+// Pure: no communication, no device; unit-tested in tests/cli/comm_bench_test.cpp.
 #pragma once
 
 #include <CLI/CLI.hpp>

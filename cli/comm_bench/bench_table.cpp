@@ -1,5 +1,5 @@
 // nccl-tests' table layout for `h2 comm-bench`; printf formats as in nccl-tests' src/common.cu.
-#include "launcher/comm_bench/bench_table.h"
+#include "cli/comm_bench/bench_table.h"
 
 #include <cstdarg>
 #include <cstdio>

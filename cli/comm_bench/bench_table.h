@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "launcher/comm_bench/bench_options.h"
+#include "cli/comm_bench/bench_options.h"
 
 namespace h2::launcher::comm_bench {
 

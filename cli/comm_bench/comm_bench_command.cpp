@@ -7,7 +7,7 @@
 // Inputs: element i of rank r is (r + i) mod 7, so sums, minima, maxima and means over up to
 // 42 ranks are exact (or rounded once) in every dtype, u8 and bf16 included; outputs start as
 // 99, which no correct result of fewer than 17 ranks equals.
-#include "launcher/command.h"
+#include "cli/command.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -22,13 +22,13 @@
 #include <string>
 
 #include "backends/registry.h"
+#include "cli/comm_bench/bench_options.h"
+#include "cli/comm_bench/bench_table.h"
 #include "comm/bootstrap/rank_env.h"
-#include "comm/world.h"
+#include "comm/world/world.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/tensor_host.h"
-#include "launcher/comm_bench/bench_options.h"
-#include "launcher/comm_bench/bench_table.h"
 
 namespace h2::launcher {
 namespace {

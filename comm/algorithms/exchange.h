@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/tag.h"
-#include "comm/transport.h"
+#include "comm/algorithms/tag.h"
+#include "comm/transports/transport.h"
 
 namespace h2::comm {
 

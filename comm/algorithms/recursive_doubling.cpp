@@ -7,7 +7,7 @@
 #include <bit>
 #include <cstring>
 
-#include "comm/reduce_kernels.h"
+#include "comm/algorithms/reduce_kernels.h"
 
 namespace h2::comm {
 

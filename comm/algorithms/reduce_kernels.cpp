@@ -1,5 +1,5 @@
 // Reduction loops: one template per storage type, vectorised by the compiler (-O3).
-#include "comm/reduce_kernels.h"
+#include "comm/algorithms/reduce_kernels.h"
 
 #include <algorithm>
 

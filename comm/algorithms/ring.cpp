@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include "comm/reduce_kernels.h"
+#include "comm/algorithms/reduce_kernels.h"
 
 namespace h2::comm {
 namespace {

@@ -1,5 +1,5 @@
 // Signature packing and the words a mismatch report uses.
-#include "comm/tag.h"
+#include "comm/algorithms/tag.h"
 
 #include <fmt/format.h>
 

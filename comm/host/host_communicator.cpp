@@ -1,6 +1,6 @@
 // Collectives and point-to-point transfers of the host communicator: argument checks, staging,
 // algorithm choice, and the poisoning that follows a failure.
-#include "comm/host_communicator.h"
+#include "comm/host/host_communicator.h"
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -11,12 +11,12 @@
 
 #include "comm/algorithms/exchange.h"
 #include "comm/algorithms/recursive_doubling.h"
+#include "comm/algorithms/reduce_kernels.h"
 #include "comm/algorithms/ring.h"
 #include "comm/algorithms/small_collectives.h"
 #include "comm/collective_checks.h"
 #include "comm/comm_error.h"
-#include "comm/reduce_kernels.h"
-#include "comm/staging.h"
+#include "comm/host/staging.h"
 #include "comm/timeouts.h"
 #include "core/env.h"
 #include "core/runtime.h"

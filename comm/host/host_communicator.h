@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "comm/algorithms/tag.h"
 #include "comm/communicator.h"
-#include "comm/tag.h"
-#include "comm/transport.h"
+#include "comm/transports/transport.h"
 
 namespace h2::comm {
 

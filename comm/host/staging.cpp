@@ -1,5 +1,5 @@
 // Host staging of tensors a transport cannot reach directly.
-#include "comm/staging.h"
+#include "comm/host/staging.h"
 
 #include "core/runtime.h"
 

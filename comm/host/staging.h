@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "comm/transport.h"
+#include "comm/transports/transport.h"
 #include "core/tensor.h"
 
 namespace h2::comm {

@@ -1,6 +1,6 @@
 // RDMA discovery over libibverbs. Device list and contexts are owned by unique_ptrs with the
 // verbs release calls as deleters, so every exit path (including a failing query) frees them.
-#include "comm/ibverbs/rdma_topology.h"
+#include "comm/topology/rdma_topology.h"
 
 #include <fmt/format.h>
 #include <infiniband/verbs.h>

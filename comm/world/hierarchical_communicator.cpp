@@ -1,5 +1,5 @@
 // Two-level all-reduce and delegation to the flat communicator.
-#include "comm/hierarchical_communicator.h"
+#include "comm/world/hierarchical_communicator.h"
 
 #include <fmt/format.h>
 

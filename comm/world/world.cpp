@@ -1,6 +1,6 @@
 // World::join: store server (rank 0 unless h2run serves it) and client, transport choice, the world
 // communicator.
-#include "comm/world.h"
+#include "comm/world/world.h"
 
 #include <fmt/format.h>
 
@@ -10,15 +10,16 @@
 #include "comm/bootstrap/store_client.h"
 #include "comm/bootstrap/store_server.h"
 #include "comm/comm_error.h"
-#include "comm/hierarchical_communicator.h"
-#include "comm/host_communicator.h"
+#include "comm/host/host_communicator.h"
 #include "comm/timeouts.h"
-#include "comm/ucx/ucx_context.h"
-#include "comm/ucx/ucx_transport.h"
+#include "comm/transports/loopback/loopback_transport.h"
+#include "comm/transports/ucx/ucx_context.h"
+#include "comm/transports/ucx/ucx_transport.h"
+#include "comm/world/hierarchical_communicator.h"
 #include "core/log.h"
 
 #if H2_HAVE_NCCL
-#include "comm/nccl/nccl_communicator.h"
+#include "comm/vendors/nccl/nccl_communicator.h"
 #endif
 
 namespace h2::comm {
@@ -95,6 +96,17 @@ std::unique_ptr<Communicator> build_world_communicator(Store& store,
 }
 
 }  // namespace
+
+std::unique_ptr<Communicator> loopback_communicator() {
+  TransportFactory factory = [](const std::string&, int rank, int size) {
+    H2_CHECK(rank == 0 && size == 1, "a loopback group has one rank; asked for rank {} of {}", rank,
+             size);
+    return std::unique_ptr<Transport>(std::make_unique<LoopbackTransport>());
+  };
+  return std::make_unique<HostCommunicator>(std::make_unique<LoopbackTransport>(),
+                                            std::move(factory), "loopback",
+                                            HostCommOptions::from_env());
+}
 
 std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
                                    const WorldOptions& options) {

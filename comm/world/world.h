@@ -1,7 +1,8 @@
 // Joining a job: the rendezvous store is served by h2run when it started the job, else by rank 0;
 // every rank connects to it and the world communicator is built over the best transport for the
 // group's devices (NCCL when every rank drives a CUDA device, hierarchical for mixed groups, UCX
-// otherwise).
+// otherwise). A process that runs alone needs none of that: loopback_communicator() is a
+// communicator of one rank over the in-process loopback transport.
 #pragma once
 
 #include <memory>
@@ -15,6 +16,9 @@
 namespace h2::comm {
 
 class StoreServer;
+
+// A communicator of one rank (this process), every collective and self-transfer in memory.
+std::unique_ptr<Communicator> loopback_communicator();
 
 struct WorldOptions {
   std::string transport = "auto";  // auto, ucx, nccl

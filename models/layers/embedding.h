@@ -5,7 +5,6 @@
 #include <string>
 
 #include "models/layers/param.h"
-#include "models/layers/stash.h"
 
 namespace h2::models {
 

@@ -1,6 +1,5 @@
-// Param: one named model weight and its gradient, plus the linear-layer helpers every layer uses.
-// Invariants: `value` has the compute dtype and `grad` is f32 with the same shape; backward passes
-// ADD into `grad` (gradient accumulation over micro-batches), only zero_grad() clears it.
+// The helpers every layer uses: initial values of a named weight (nn::Param) and the linear
+// layer's forward and backward GEMMs. Backward passes ADD into a Param's f32 `grad`.
 // Initial values are generated on the host from (seed, name) and uploaded, so they are identical
 // on every device and independent of construction order.
 #pragma once
@@ -10,14 +9,16 @@
 #include <string_view>
 
 #include "core/tensor.h"
+#include "nn/param.h"
+#include "nn/stash.h"
 
 namespace h2::models {
 
-struct Param {
-  std::string name;  // Hugging Face LlamaForCausalLM name, e.g. "model.norm.weight"
-  Tensor value;      // compute dtype
-  Tensor grad;       // f32, same shape
-};
+// The trainable-module contract (nn/) under the names every layer uses. Param names are Hugging
+// Face LlamaForCausalLM's ("model.norm.weight").
+using nn::Param;
+using nn::Stash;
+using nn::StashTransfer;
 
 enum class Init { normal, ones };
 

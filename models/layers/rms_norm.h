@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "models/layers/param.h"
-#include "models/layers/stash.h"
 
 namespace h2::models {
 

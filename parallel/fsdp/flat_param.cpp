@@ -16,12 +16,6 @@
 namespace h2::parallel::fsdp {
 namespace {
 
-std::vector<models::Param*> params_of(models::Unit& unit) {
-  std::vector<models::Param*> params;
-  unit.collect(params);
-  return params;
-}
-
 // FNV-1a over the layout (names, shapes) and the compute dtype: equal on every rank that built
 // the same unit.
 int64_t layout_hash(const std::vector<FlatSlot>& layout, DType dtype) {
@@ -45,14 +39,14 @@ Tensor flat_view(const Tensor& t) {
 
 }  // namespace
 
-FlatParamGroup::FlatParamGroup(comm::Communicator& group, models::Unit& unit)
-    : FlatParamGroup(group, params_of(unit)) {}
+FlatParamGroup::FlatParamGroup(comm::Communicator& group, nn::Unit& unit)
+    : FlatParamGroup(group, nn::params_of(unit)) {}
 
-FlatParamGroup::FlatParamGroup(comm::Communicator& group, std::vector<models::Param*> params)
+FlatParamGroup::FlatParamGroup(comm::Communicator& group, std::vector<nn::Param*> params)
     : group_(&group), rank_(group.rank()), group_size_(group.size()), params_(std::move(params)) {
   H2_CHECK(!params_.empty(), "FlatParamGroup: a unit needs at least one parameter");
   for (size_t i = 0; i < params_.size(); ++i) {
-    const models::Param* p = params_[i];
+    const nn::Param* p = params_[i];
     H2_CHECK(p != nullptr, "FlatParamGroup: parameter {} is null", i);
     H2_CHECK(std::find(params_.begin(), params_.begin() + i, p) == params_.begin() + i,
              "FlatParamGroup: parameter '{}' is listed twice", p->name);
@@ -60,13 +54,13 @@ FlatParamGroup::FlatParamGroup(comm::Communicator& group, std::vector<models::Pa
              "FlatParamGroup: parameter '{}' has no value (already owned by another group?)",
              p->name);
   }
-  const models::Param& first = *params_.front();
+  const nn::Param& first = *params_.front();
   dtype_ = first.value.dtype();
   device_ = &first.value.device();
   H2_CHECK(dtype_ == DType::f32 || dtype_ == DType::bf16 || dtype_ == DType::f16,
            "FlatParamGroup: parameter '{}' has compute dtype {}; FSDP supports f32, bf16, f16",
            first.name, dtype_name(dtype_));
-  for (const models::Param* p : params_) {
+  for (const nn::Param* p : params_) {
     H2_CHECK(p->value.dtype() == dtype_, "FlatParamGroup: '{}' is {} but '{}' is {}", p->name,
              dtype_name(p->value.dtype()), first.name, dtype_name(dtype_));
     H2_CHECK(&p->value.device() == device_, "FlatParamGroup: '{}' is on {} but '{}' is on {}",
@@ -90,7 +84,7 @@ FlatParamGroup::FlatParamGroup(comm::Communicator& group, std::vector<models::Pa
     master_.slice(0, a - lo, b - lo)
         .copy_from(flat_view(params_[i]->value).slice(0, a - s.offset, b - s.offset));
   }
-  for (models::Param* p : params_) {
+  for (nn::Param* p : params_) {
     p->value = Tensor();
     p->grad = Tensor();
   }
@@ -131,7 +125,7 @@ void FlatParamGroup::unshard() {
 }
 
 void FlatParamGroup::reshard() {
-  for (models::Param* p : params_) p->value = Tensor();
+  for (nn::Param* p : params_) p->value = Tensor();
   full_ = Tensor();
 }
 
@@ -144,7 +138,7 @@ void FlatParamGroup::allocate_full_grads() {
 }
 
 void FlatParamGroup::release_full_grads() {
-  for (models::Param* p : params_) p->grad = Tensor();
+  for (nn::Param* p : params_) p->grad = Tensor();
   full_grad_ = Tensor();
 }
 
@@ -155,7 +149,7 @@ void FlatParamGroup::reduce_grad(double scale, bool accumulate) {
            label_);
   for (size_t i = 0; i < params_.size(); ++i) {
     const FlatSlot& s = layout_[i];
-    const models::Param& p = *params_[i];
+    const nn::Param& p = *params_[i];
     // A grad replaced behind the group's back would be silently ignored by the reduction.
     H2_CHECK(p.grad.defined() && p.grad.data() == full_grad_.data_as<float>() + s.offset &&
                  p.grad.shape() == s.shape,

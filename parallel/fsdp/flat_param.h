@@ -14,9 +14,9 @@
 // and frees it.
 //
 // Every rank of the group must construct its groups in the same order from identical parameters
-// (models::Llama gives identical values for one seed); the constructor checks that the layouts
-// agree. Collective calls (constructor, unshard, reduce_grad) must be made by every rank in the
-// same order.
+// (a model built with one seed gives identical values for one seed); the constructor checks that
+// the layouts agree. Collective calls (constructor, unshard, reduce_grad) must be made by every
+// rank in the same order.
 #pragma once
 
 #include <string>
@@ -24,8 +24,8 @@
 
 #include "comm/communicator.h"
 #include "core/tensor.h"
-#include "models/layers/param.h"
-#include "models/units.h"
+#include "nn/param.h"
+#include "nn/unit.h"
 
 namespace h2::parallel::fsdp {
 
@@ -42,9 +42,9 @@ class FlatParamGroup {
   // Takes over `params` (non-empty; values defined, one compute dtype of f32, bf16 or f16, one
   // device): the master shard is initialised from the values, then the Params' values and grads
   // are released (the group starts sharded). Collective over `group`.
-  FlatParamGroup(comm::Communicator& group, std::vector<models::Param*> params);
+  FlatParamGroup(comm::Communicator& group, std::vector<nn::Param*> params);
   // The Params of `unit` (Unit::collect).
-  FlatParamGroup(comm::Communicator& group, models::Unit& unit);
+  FlatParamGroup(comm::Communicator& group, nn::Unit& unit);
   FlatParamGroup(const FlatParamGroup&) = delete;
   FlatParamGroup& operator=(const FlatParamGroup&) = delete;
 
@@ -87,7 +87,7 @@ class FlatParamGroup {
   comm::Communicator* group_;
   int rank_;
   int group_size_;
-  std::vector<models::Param*> params_;
+  std::vector<nn::Param*> params_;
   std::vector<FlatSlot> layout_;
   std::string label_;
   DType dtype_;

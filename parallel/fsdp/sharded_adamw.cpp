@@ -13,14 +13,14 @@
 namespace h2::parallel::fsdp {
 namespace {
 
-// train::AdamW's rule (train/optim/adamw.cpp): matrices decay, vectors (norm gains) do not.
+// optim::AdamW's rule (optim/adamw.cpp): matrices decay, vectors (norm gains) do not.
 bool decays(const Shape& shape) {
   return shape.rank() >= 2;
 }
 
 }  // namespace
 
-ShardedAdamW::ShardedAdamW(std::vector<FlatParamGroup*> units, train::AdamwOptions options)
+ShardedAdamW::ShardedAdamW(std::vector<FlatParamGroup*> units, optim::AdamwOptions options)
     : units_(std::move(units)), options_(options) {
   H2_CHECK(!units_.empty(), "ShardedAdamW: no units to optimize");
   for (size_t u = 0; u < units_.size(); ++u) {

@@ -2,7 +2,7 @@
 //
 // Each rank updates only the master shard it owns, with FP32 first and second moments of the
 // same size, using the gradient shard that FlatParamGroup::reduce_grad() left. The arithmetic is
-// train::AdamW's, element for element (the same adamw op on the slices of each parameter that
+// optim::AdamW's, element for element (the same adamw op on the slices of each parameter that
 // fall into the shard), with the same weight-decay rule: matrices (rank >= 2) decay, vectors
 // (norm gains) do not. Padding elements are never touched, so masters, moments and gradients
 // stay zero there. Gathered, the masters after a step equal the unsharded AdamW's on the same
@@ -17,15 +17,15 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "optim/adamw.h"
 #include "parallel/fsdp/flat_param.h"
-#include "train/optim/adamw.h"
 
 namespace h2::parallel::fsdp {
 
 class ShardedAdamW {
  public:
   // `units` stay owned by the caller and must outlive the optimizer; all share one group.
-  ShardedAdamW(std::vector<FlatParamGroup*> units, train::AdamwOptions options);
+  ShardedAdamW(std::vector<FlatParamGroup*> units, optim::AdamwOptions options);
 
   // This rank's sum of squared gradient-shard elements (in double across units).
   double local_grad_sum_squares() const;
@@ -36,7 +36,7 @@ class ShardedAdamW {
   double grad_norm() const;
 
   // One update at rate `lr` of every unit's master shard; gradients are multiplied by
-  // `grad_scale` first (train::clip_scale for clipping). Every unit must be resharded: an
+  // `grad_scale` first (optim::clip_scale for clipping). Every unit must be resharded: an
   // unsharded unit's full parameters would go stale. Local: no communication.
   void step(double lr, double grad_scale = 1.0);
   // Zeroes every unit's gradient shard.
@@ -63,7 +63,7 @@ class ShardedAdamW {
   std::vector<FlatParamGroup*> units_;
   std::vector<ShardState> state_;
   std::vector<Segment> segments_;
-  train::AdamwOptions options_;
+  optim::AdamwOptions options_;
   int64_t step_ = 0;
 };
 

@@ -9,12 +9,11 @@
 #include "core/lowp/quant_spec.h"
 #include "core/ops.h"
 #include "core/runtime.h"
+#include "nn/loss.h"
 #include "parallel/exact_gather.h"
 
 namespace h2::parallel::pipeline {
 namespace {
-
-constexpr const char* kTable = "model.embed_tokens.weight";
 
 std::pair<int64_t, int64_t> intersect(std::pair<int64_t, int64_t> a,
                                       std::pair<int64_t, int64_t> b) {
@@ -23,11 +22,12 @@ std::pair<int64_t, int64_t> intersect(std::pair<int64_t, int64_t> a,
 
 }  // namespace
 
-PipelineRuntime::PipelineRuntime(models::Llama& model, StageLayout layout, Schedule schedule,
+PipelineRuntime::PipelineRuntime(nn::Model& model, StageLayout layout, Schedule schedule,
                                  comm::Communicator& job, int64_t seq_len,
                                  std::vector<int> group_sizes, bool fsdp)
     : model_(model),
       units_(model.units()),
+      tied_(model.tied_parameter()),
       layout_(std::move(layout)),
       schedule_(std::move(schedule)),
       job_(job),
@@ -60,7 +60,7 @@ PipelineRuntime::PipelineRuntime(models::Llama& model, StageLayout layout, Sched
       std::any_of(group_sizes.begin(), group_sizes.end(), [](int g) { return g > 1; });
   if (grouped || fsdp) group_ = job_.split(position_, group_rank_);
   const int first = position_of(0), last = position_of(schedule_.stages - 1);
-  if (model_.config().tie_embeddings && first != last) {
+  if (tied_ != nullptr && first != last) {
     if (grouped || fsdp)
       H2_THROW(ConfigError,
                "tied embeddings need one rank per pipeline stage group and no FSDP (groups "
@@ -110,26 +110,18 @@ bool PipelineRuntime::owns_unit(int unit) const {
   return here(layout_.stage_of_unit(unit));
 }
 
-std::vector<models::NamedParameter> PipelineRuntime::owned_parameters() {
-  std::vector<models::NamedParameter> owned;
+std::vector<nn::Param*> PipelineRuntime::owned_parameters() {
+  std::vector<nn::Param*> owned;
   const int head = int(units_.size()) - 1;
-  const bool tied = model_.config().tie_embeddings;
-  for (auto& p : model_.named_parameters()) {
-    int unit = 0;  // the unit whose collect() lists it
-    for (int u = 0; u < int(units_.size()); ++u) {
-      std::vector<models::Param*> params;
-      units_[size_t(u)]->collect(params);
-      for (models::Param* q : params)
-        if (q->name == p.name) unit = u;
-    }
-    if (owns_unit(unit) || (p.name == kTable && tied && owns_unit(head))) owned.push_back(p);
-  }
+  for (int u = 0; u < int(units_.size()); ++u)
+    for (nn::Param* p : nn::params_of(*units_[size_t(u)]))
+      if (owns_unit(u) || (p == tied_ && owns_unit(head))) owned.push_back(p);
   return owned;
 }
 
 bool PipelineRuntime::counts_in_norm(const std::string& name) const {
   if (group_rank_ != 0) return false;
-  return name != kTable || owns_unit(0);
+  return tied_ == nullptr || name != tied_->name || owns_unit(0);
 }
 
 int PipelineRuntime::tag(int from_stage, int mb, bool gradient, int part) const {
@@ -199,7 +191,7 @@ void PipelineRuntime::post_receives(std::map<Key, Incoming>& box, int stage, int
   const auto rows = rows_of(position_, group_rank_, mb);
   const int64_t my_rows = rows.second - rows.first;
   Incoming in{
-      Tensor::empty({my_rows, seq_len_, model_.config().dim}, wire_dtype_.value_or(model_.dtype()),
+      Tensor::empty({my_rows, seq_len_, model_.hidden_size()}, wire_dtype_.value_or(model_.dtype()),
                     model_.device()),
       fp8_wire() ? Tensor::empty({my_rows * seq_len_, 1}, DType::f32, model_.device()) : Tensor(),
       {}};
@@ -225,7 +217,7 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
   Tensor x = stage == 0 ? batch.ids.view({batch.rows, seq_len_}).slice(0, begin, end)
                         : take_incoming(inputs_, {stage, mb}, "input activation");
   if (training && observer_) observer_->action_ready(Action::compute(ActionKind::F, stage, mb));
-  std::vector<models::Stash> stashes;
+  std::vector<nn::Stash> stashes;
   for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
     x = units_[size_t(u)]->forward(x);
     if (training)
@@ -241,7 +233,7 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
       outputs_[{stage, mb}] = x;
     return;
   }
-  const int64_t V = model_.config().vocab_size;
+  const int64_t V = model_.vocab_size();
   Tensor logits = x.view({rows * seq_len_, V});
   Tensor targets = batch.targets.view({batch.rows, seq_len_}).slice(0, begin, end);
   targets = targets.view({rows * seq_len_});
@@ -252,7 +244,7 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
   Tensor dlogits;
   if (training) dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   const float scale = !training ? 1.0f : whole ? 1.0f / m : float(share / double(m));
-  const models::LossSum l = models::cross_entropy_loss(logits, targets, dlogits, scale);
+  const nn::LossSum l = nn::cross_entropy_loss(logits, targets, dlogits, scale);
   const double mean = l.count > 0 ? double(float(l.sum / double(l.count))) : 0.0;
   losses_.at(size_t(mb)) = whole ? mean : share * mean;
   if (training) out_grads_[{stage, mb}] = {dlogits.view({rows, seq_len_, V}), {}};
@@ -298,9 +290,8 @@ void PipelineRuntime::reduce_grads(int stage) {
   }
   if (!group_ || group_->size() == 1) return;
   for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
-    std::vector<models::Param*> params;
-    units_[size_t(u)]->collect(params);
-    for (models::Param* p : params) group_->all_reduce(p->grad, comm::ReduceOp::sum);
+    for (nn::Param* p : nn::params_of(*units_[size_t(u)]))
+      group_->all_reduce(p->grad, comm::ReduceOp::sum);
   }
 }
 
@@ -401,9 +392,7 @@ double PipelineRuntime::evaluate(const MicroBatchSource& source, int microbatche
 }
 
 void PipelineRuntime::sum_tied_grads() {
-  if (!tied_pair_) return;
-  for (auto& p : model_.named_parameters())
-    if (p.name == kTable) tied_pair_->all_reduce(p.grad, comm::ReduceOp::sum);
+  if (tied_pair_) tied_pair_->all_reduce(tied_->grad, comm::ReduceOp::sum);
 }
 
 }  // namespace h2::parallel::pipeline

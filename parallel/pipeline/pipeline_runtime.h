@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "models/llama.h"
+#include "nn/model.h"
 #include "parallel/fsdp/flat_param.h"
 #include "parallel/pipeline/action.h"
 #include "parallel/pipeline/stage_layout.h"
@@ -69,9 +69,8 @@ class PipelineRuntime {
   // `schedule`: the lowered schedule of `group_sizes.size()` positions (empty: one rank per
   // position); position q is the job's ranks sum(group_sizes[< q]) .. + group_sizes[q] - 1, and
   // stage s runs layout's units. Collective over `job` (creates the group communicators).
-  PipelineRuntime(models::Llama& model, StageLayout layout, Schedule schedule,
-                  comm::Communicator& job, int64_t seq_len, std::vector<int> group_sizes = {},
-                  bool fsdp = false);
+  PipelineRuntime(nn::Model& model, StageLayout layout, Schedule schedule, comm::Communicator& job,
+                  int64_t seq_len, std::vector<int> group_sizes = {}, bool fsdp = false);
   ~PipelineRuntime();
 
   // One step: every action of this rank's position. Returns the mean loss over the step's
@@ -97,7 +96,7 @@ class PipelineRuntime {
   // last stage's ranks both), and whether this rank counts the parameter in the global gradient
   // norm and writes it to checkpoints (one rank per parameter: rank 0 of its group; the tied
   // table: the first stage's).
-  std::vector<models::NamedParameter> owned_parameters();
+  std::vector<nn::Param*> owned_parameters();
   bool counts_in_norm(const std::string& name) const;
 
   const StageLayout& layout() const { return layout_; }
@@ -142,8 +141,9 @@ class PipelineRuntime {
   // Rows [begin, end) of micro-batch `mb` that rank k of position q's group holds.
   std::pair<int64_t, int64_t> rows_of(int q, int k, int mb) const;
 
-  models::Llama& model_;
-  std::vector<models::Unit*> units_;
+  nn::Model& model_;
+  std::vector<nn::Unit*> units_;
+  nn::Param* tied_ = nullptr;  // the table the first and last units share, if tied
   StageLayout layout_;
   Schedule schedule_;
   comm::Communicator& job_;
@@ -159,7 +159,7 @@ class PipelineRuntime {
 
   // Per step.
   std::vector<MicroBatch> batches_;
-  std::map<Key, std::vector<models::Stash>> stashes_;
+  std::map<Key, std::vector<nn::Stash>> stashes_;
   std::map<Key, Incoming> inputs_;     // stage's input activation (received or handed over)
   std::map<Key, Incoming> out_grads_;  // gradient of the stage's output
   std::map<Key, Tensor> outputs_;      // stage's output activation, kept until sent

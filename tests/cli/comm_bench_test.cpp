@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/comm_bench/bench_options.h"
+#include "cli/comm_bench/bench_table.h"
 #include "core/error.h"
-#include "launcher/comm_bench/bench_options.h"
-#include "launcher/comm_bench/bench_table.h"
 
 namespace h2::launcher::comm_bench {
 namespace {

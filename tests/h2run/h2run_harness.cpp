@@ -1,5 +1,5 @@
 // H2runProcess: fork + exec of H2RUN_PATH with output redirected to files; pid and port helpers.
-#include "tests/launcher/h2run_harness.h"
+#include "tests/h2run/h2run_harness.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

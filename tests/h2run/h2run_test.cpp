@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/launcher/h2run_harness.h"
+#include "tests/h2run/h2run_harness.h"
 
 namespace h2::testing {
 namespace {

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/launcher/h2run_harness.h"
+#include "tests/h2run/h2run_harness.h"
 
 namespace h2::testing {
 namespace {

@@ -100,7 +100,7 @@ TEST(Llama, stashes_taken_out_let_micro_batches_overlap) {
     };
     auto backward = [&](Tensor logits, const Batch& b, std::vector<models::Stash>& stashes) {
       Tensor grad = Tensor::empty(logits.shape(), logits.dtype(), cpu);
-      models::cross_entropy_loss(logits, b.targets, grad, 0.5f);
+      nn::cross_entropy_loss(logits, b.targets, grad, 0.5f);
       grad = grad.view({kB, kT, tiny_llama_config().vocab_size});
       for (size_t i = units.size(); i-- > 0;) {
         units[i]->put_stash(std::move(stashes[i]));

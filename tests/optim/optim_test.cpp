@@ -9,10 +9,10 @@
 #include "backends/registry.h"
 #include "core/half_float.h"
 #include "core/tensor_host.h"
-#include "train/optim/adamw.h"
-#include "train/optim/lr_schedule.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
 
-namespace h2::train {
+namespace h2::optim {
 namespace {
 
 TEST(LrSchedule, WarmupThenCosineToMinimum) {
@@ -91,4 +91,4 @@ TEST(AdamW, MatchesDoubleReferenceWithClippingAndBf16Copy) {
 }
 
 }  // namespace
-}  // namespace h2::train
+}  // namespace h2::optim

@@ -1,10 +1,10 @@
 // UCP context creation: features, thread sharing and what memory UCX can reach.
-#include "comm/ucx/ucx_context.h"
+#include "comm/transports/ucx/ucx_context.h"
 
 #include <cstdlib>
 #include <memory>
 
-#include "comm/ucx/ucx_check.h"
+#include "comm/transports/ucx/ucx_check.h"
 
 namespace h2::comm {
 

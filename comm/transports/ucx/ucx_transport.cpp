@@ -1,5 +1,5 @@
 // UCP worker, endpoints, tagged transfers, abort notices and an orderly (bounded) shutdown.
-#include "comm/ucx/ucx_transport.h"
+#include "comm/transports/ucx/ucx_transport.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "comm/ucx/ucx_check.h"
+#include "comm/transports/ucx/ucx_check.h"
 #include "core/log.h"
 
 namespace h2::comm {

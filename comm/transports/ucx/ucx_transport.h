@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "comm/store.h"
-#include "comm/transport.h"
-#include "comm/ucx/ucx_context.h"
+#include "comm/transports/transport.h"
+#include "comm/transports/ucx/ucx_context.h"
 
 namespace h2::comm {
 

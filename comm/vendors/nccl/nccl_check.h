@@ -1,5 +1,5 @@
-// Checked NCCL and CUDA runtime calls for comm/nccl: H2_NCCL_CHECK(expr) throws CommError with
-// file:line, the call's text, NCCL's name for the status and its last error message;
+// Checked NCCL and CUDA runtime calls for comm/vendors/nccl: H2_NCCL_CHECK(expr) throws CommError
+// with file:line, the call's text, NCCL's name for the status and its last error message;
 // H2_NCCL_CUDA_CHECK(expr) throws h2::Error with the CUDA error's name and description. Calls on
 // a non-blocking communicator that may answer ncclInProgress go through the communicator's own
 // completion check instead (nccl_communicator.cpp).

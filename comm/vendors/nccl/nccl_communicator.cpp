@@ -2,7 +2,7 @@
 // H2_COMM_TIMEOUT. Shared State (NCCL handle, internal stream, queued point-to-point transfers)
 // lives as long as the communicator or any of its requests. Order of setup: internal buffer,
 // internal stream, NCCL communicator; teardown releases them in reverse.
-#include "comm/nccl/nccl_communicator.h"
+#include "comm/vendors/nccl/nccl_communicator.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "comm/collective_checks.h"
-#include "comm/nccl/nccl_check.h"
 #include "comm/timeouts.h"
+#include "comm/vendors/nccl/nccl_check.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 
-#include "comm/reduce_kernels.h"
+#include "comm/algorithms/reduce_kernels.h"
 #include "multiproc.h"
 #include "values.h"
 

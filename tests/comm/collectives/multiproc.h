@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/world.h"
+#include "comm/world/world.h"
 #include "core/runtime.h"
 
 namespace h2::comm::testing {

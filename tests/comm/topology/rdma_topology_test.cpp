@@ -1,6 +1,6 @@
 // RDMA discovery: the link-rate table against the InfiniBand spec's nominal rates, and discovery
 // on this machine, which must either report well-formed ports or none with the explanatory note.
-#include "comm/ibverbs/rdma_topology.h"
+#include "comm/topology/rdma_topology.h"
 
 #include <gtest/gtest.h>
 

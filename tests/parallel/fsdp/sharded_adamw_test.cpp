@@ -1,6 +1,6 @@
 // ShardedAdamW in forked ranks (groups of 1, 2 and 3): three steps on two units (a decoder block
 // and a parameter set whose N is divisible by no group size above 1) with every rank
-// contributing distinct gradients equal the unsharded train::AdamW applied to the summed
+// contributing distinct gradients equal the unsharded optim::AdamW applied to the summed
 // gradients, with global-norm clipping engaged, in f32 and bf16 compute: gathered masters and
 // the rebuilt compute copies within 1e-6 relative, the global gradient norm within 1e-6, padding
 // of masters, moments and gradients zero throughout.
@@ -51,17 +51,17 @@ void expect_zero_padding(const FlatParamGroup& g, const Tensor& t, const std::st
 void compare_with_unsharded(RankContext& ctx, DType dtype) {
   const int n = ctx.size(), r = ctx.rank();
   const std::string what = fmt::format("{} n={}", dtype_name(dtype), n);
-  const train::AdamwOptions options{.weight_decay = 0.1};
+  const optim::AdamwOptions options{.weight_decay = 0.1};
 
   // Reference: the whole model in one process, gradients already summed over ranks.
   std::vector<ParamSet> ref_sets;
-  std::vector<train::ParamRef> refs;
+  std::vector<optim::ParamRef> refs;
   for (const char* name : kSets) {
     ref_sets.push_back(make_param_set(name, dtype, ctx.device));
     for (models::Param* p : ref_sets.back().pointers())
       refs.push_back({p->name, p->value, p->grad});
   }
-  train::AdamW reference(refs, options);
+  optim::AdamW reference(refs, options);
 
   std::vector<ParamSet> sets;
   std::vector<std::unique_ptr<FlatParamGroup>> groups;
@@ -99,8 +99,8 @@ void compare_with_unsharded(RankContext& ctx, DType dtype) {
     H2_CHECK(std::fabs(norm - want_norm) <= kRtol * want_norm,
              "{}: global gradient norm {} but the unsharded norm is {}", at, norm, want_norm);
     H2_CHECK(norm > kMaxNorm, "{}: norm {} does not engage clipping", at, norm);
-    sharded.step(kLr, train::clip_scale(norm, kMaxNorm));
-    reference.step(kLr, train::clip_scale(want_norm, kMaxNorm));
+    sharded.step(kLr, optim::clip_scale(norm, kMaxNorm));
+    reference.step(kLr, optim::clip_scale(want_norm, kMaxNorm));
     sharded.zero_grad();
     reference.zero_grad();
 
@@ -119,7 +119,7 @@ void compare_with_unsharded(RankContext& ctx, DType dtype) {
   }
   // The compute copies rebuilt from the shards match the unsharded optimizer's.
   std::vector<float> want;
-  for (const train::ParamRef& ref : refs) {
+  for (const optim::ParamRef& ref : refs) {
     std::vector<float> v = tensor_to_floats(ref.param);
     want.insert(want.end(), v.begin(), v.end());
   }

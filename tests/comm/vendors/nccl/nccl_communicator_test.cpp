@@ -4,7 +4,7 @@
 // tensors, side streams, point-to-point, split, barrier, argument errors and the timeout of a
 // rank whose peer never arrives. Ranks are forked processes (one per GPU, at most two); with one
 // GPU the world has one rank, which still runs every call. Skipped without a CUDA device.
-#include "comm/nccl/nccl_communicator.h"
+#include "comm/vendors/nccl/nccl_communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 
 #include "comm/comm_error.h"
 #include "core/tensor_host.h"
-#include "tests/comm/nccl/fork_ranks.h"
+#include "tests/comm/vendors/nccl/fork_ranks.h"
 
 namespace h2::comm {
 namespace {
