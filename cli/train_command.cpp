@@ -39,23 +39,26 @@ Command make_train_command(CLI::App& parent) {
         if (runtime_options.cpu.threads == 0 && rank.local_size > 1)
           runtime_options.cpu.threads = std::max(1, comm::usable_cpu_count() / rank.local_size);
         auto runtime = create_runtime(runtime_options);
+        if (cfg.parallel.mode == config::ParallelMode::single && rank.size > 1)
+          H2_THROW(ConfigError,
+                   "{}: parallel.mode is 'single' but {} started {} ranks; set parallel.mode: dp "
+                   "or pipeline (or start one process)",
+                   cfg.origin_of("parallel.mode"), rank.launcher, rank.size);
+        // A job of one process runs in memory; a job of several joins through the store.
         std::unique_ptr<comm::World> world;
-        if (cfg.parallel.mode != "single") {
+        std::unique_ptr<comm::Communicator> alone;
+        if (rank.size > 1)
           world = comm::World::join(
               rank, runtime->device(config::device_for_rank(cfg, rank.rank, rank.size)));
-        } else if (rank.size > 1) {
-          H2_THROW(ConfigError,
-                   "{}: parallel.mode is '{}' but {} started {} ranks; set parallel.mode: dp or "
-                   "pipeline (or start one process)",
-                   cfg.origin_of("parallel.mode"), cfg.parallel.mode, rank.launcher, rank.size);
-        }
+        else
+          alone = comm::loopback_communicator();
         train::Trainer trainer(
             cfg, *runtime,
             [](const std::string& line) {
               fmt::print("{}\n", line);
               std::fflush(stdout);
             },
-            world ? &world->comm() : nullptr);
+            world ? world->comm() : *alone);
         train::TrainSummary summary = trainer.run();
         if (rank.rank != 0) return 0;
         fmt::print("done: {} steps, final loss {:.4f}{}, {:.0f} tok/s, peak memory {:.1f} MiB\n",

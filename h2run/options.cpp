@@ -29,7 +29,7 @@ When a rank exits non-zero or is killed, h2run stops the others (SIGTERM, then S
 SIGTERM sent to h2run are passed on to the ranks. Exit code 2: bad usage.
 
 Examples:
-  h2run -n 4 -- h2 train configs/tiny.yaml
+  h2run -n 4 -- h2 train configs/train/hetero-4.yaml
   h2run -n 2 --max-restarts 3 --grace 10 -- h2 train run.yaml --set checkpoint.every=100
   H2_JOB_TOKEN=$SECRET h2run -n 8 --nnodes 2 --node-rank 0 --master node0:29500 -- h2 train run.yaml
   H2_JOB_TOKEN=$SECRET h2run -n 8 --nnodes 2 --node-rank 1 --master node0:29500 -- h2 train run.yaml)";

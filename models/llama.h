@@ -54,7 +54,7 @@ class Llama final : public nn::Model {
   void set_recompute(bool on);
   // Every block's linear layers, block by block (q, k, v, o, gate, up, down).
   std::vector<Linear*> linears();
-  // Sets each block linear's GEMM recipe for 0-based `step` (models/precision_policy.h).
+  // Sets each block linear's GEMM recipe for 0-based `step` (core/lowp/precision_policy.h).
   // Returns how many layers changed recipe.
   int apply_precision(const lowp::PrecisionPolicy& policy, int64_t step, int64_t total_steps);
 

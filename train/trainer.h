@@ -1,16 +1,15 @@
-// The training loop: a Llama on one device per rank, AdamW with FP32 master weights, warm-up +
-// cosine schedule, gradient accumulation over micro-batches, global-norm clipping, periodic
-// evaluation on the held-out split, a progress line and JSON-lines metrics, checkpoints and
-// resume. Everything is decided by the config before the first step; the run is deterministic
-// for a seed.
+// The training loop: a Llama trained under the plan its config describes (train/config/
+// job_plan.h), AdamW with FP32 master weights, warm-up + cosine schedule, gradient accumulation
+// over micro-batches, global-norm clipping, periodic evaluation on the held-out split, a progress
+// line and JSON-lines metrics, checkpoints and resume. Everything is decided by the config before
+// the first step; the run is deterministic for a seed.
 //
-// Data parallelism (parallel.mode dp, a `group` of W ranks): every rank holds the whole model.
-// A step's global batch is W * grad_accum micro-batches, drawn in one global order; rank r takes
-// micro-batches r * grad_accum .. (r + 1) * grad_accum - 1 of it. Gradients are summed over the
-// group in buckets while the last micro-batch's backward runs (parallel/dp/gradient_reducer.h),
-// so every rank steps identically, and the run matches one process with W * grad_accum
-// micro-batches up to the order of floating-point sums. Only rank 0 prints and writes metrics;
-// checkpoints are written by every rank (its rows of each tensor) and read back at any W.
+// The loop does not know which kind of plan it runs: one process, data parallel, a pipeline of
+// HeteroPP groups with FSDP, or replicas of one. It hands each step's global micro-batches (in
+// the sampler's one global order) to the plan's runtime (parallel/runtime/plan_runtime.h), which
+// returns the mean loss with the gradients final on every rank, then clips and steps the
+// runtime's optimizer state. Only rank 0 prints and writes metrics; every rank writes its share
+// of each checkpoint, which loads into any plan.
 #pragma once
 
 #include <functional>
@@ -20,8 +19,6 @@
 #include "core/runtime.h"
 #include "models/llama.h"
 #include "train/config/config.h"
-#include "train/data/dataset.h"
-#include "train/metrics/metrics_log.h"
 
 namespace h2::train {
 
@@ -35,15 +32,16 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  // Validates the config, loads the data and builds the model; throws ConfigError before any
-  // training work on bad input. `print` receives each progress line (stdout in `h2 train`; rank
-  // 0 only). `group`: the data-parallel ranks (nullptr: a single process).
+  // Validates the config and its plan against `job` (every rank of the job calls it; a single
+  // process passes a communicator of one rank, comm/world/world.h), loads the data and builds the
+  // model and the runtime; throws ConfigError before any training work on bad input. `print`
+  // receives each progress line (stdout in `h2 train`; rank 0 only).
   Trainer(const config::TrainConfig& config, Runtime& runtime,
-          std::function<void(const std::string&)> print, comm::Communicator* group = nullptr);
+          std::function<void(const std::string&)> print, comm::Communicator& job);
   ~Trainer();
   TrainSummary run();
   // Mean loss over up to train.eval_batches batches of the validation split (shared among the
-  // ranks; every rank gets the same value).
+  // replicas; every rank gets the same value); -1 without a validation split.
   double evaluate();
   models::Llama& model();
 

@@ -6,41 +6,36 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "core/lowp/quant_spec.h"
 #include "core/ops.h"
 #include "core/runtime.h"
 #include "nn/loss.h"
 #include "parallel/exact_gather.h"
 
 namespace h2::parallel::pipeline {
-namespace {
-
-std::pair<int64_t, int64_t> intersect(std::pair<int64_t, int64_t> a,
-                                      std::pair<int64_t, int64_t> b) {
-  return {std::max(a.first, b.first), std::min(a.second, b.second)};
-}
-
-}  // namespace
 
 PipelineRuntime::PipelineRuntime(nn::Model& model, StageLayout layout, Schedule schedule,
-                                 comm::Communicator& job, int64_t seq_len,
-                                 std::vector<int> group_sizes, bool fsdp)
+                                 comm::Communicator& replica, PipelineOptions options)
     : model_(model),
       units_(model.units()),
       tied_(model.tied_parameter()),
       layout_(std::move(layout)),
       schedule_(std::move(schedule)),
-      job_(job),
-      seq_len_(seq_len) {
+      job_(replica),
+      seq_len_(options.seq_len),
+      loss_micro_batches_(options.loss_micro_batches > 0 ? options.loss_micro_batches
+                                                         : schedule_.microbatches),
+      wire_dtype_(options.wire_dtype) {
   schedule_.check_shape();
+  std::vector<int> group_sizes = std::move(options.group_sizes);
+  const bool fsdp = options.fsdp;
   if (group_sizes.empty()) group_sizes.assign(size_t(schedule_.ranks), 1);
   const int total = std::accumulate(group_sizes.begin(), group_sizes.end(), 0);
-  if (int(group_sizes.size()) != schedule_.ranks || total != job.size())
+  if (int(group_sizes.size()) != schedule_.ranks || total != job_.size())
     H2_THROW(ConfigError,
-             "stage groups of [{}] ranks: a schedule of {} positions on a job of {} ranks needs "
-             "{} groups summing to {}",
-             fmt::join(group_sizes, ", "), schedule_.ranks, job.size(), schedule_.ranks,
-             job.size());
+             "stage groups of [{}] ranks: a schedule of {} positions on a replica of {} ranks "
+             "needs {} groups summing to {}",
+             fmt::join(group_sizes, ", "), schedule_.ranks, job_.size(), schedule_.ranks,
+             job_.size());
   H2_CHECK(schedule_.stages == layout_.stages(), "a schedule of {} stages for a layout of {}",
            schedule_.stages, layout_.stages());
   H2_CHECK(layout_.first.back() == int(units_.size()),
@@ -49,7 +44,7 @@ PipelineRuntime::PipelineRuntime(nn::Model& model, StageLayout layout, Schedule 
   for (int q = 0; q < schedule_.ranks; ++q) {
     groups_.emplace_back();
     for (int k = 0; k < group_sizes[size_t(q)]; ++k, ++next) {
-      if (next == job.rank()) {
+      if (next == job_.rank()) {
         position_ = q;
         group_rank_ = k;
       }
@@ -73,6 +68,26 @@ PipelineRuntime::PipelineRuntime(nn::Model& model, StageLayout layout, Schedule 
       if (here(s))
         for (int u = layout_.begin(s); u < layout_.end(s); ++u)
           flats_[u] = std::make_unique<fsdp::FlatParamGroup>(*group_, *units_[size_t(u)]);
+  for (const Action& a : schedule_.per_rank.at(size_t(position_)))
+    if (a.kind == ActionKind::B || a.kind == ActionKind::W) last_backward_[a.stage] = a;
+}
+
+std::vector<std::vector<Tensor>> PipelineRuntime::gradients_per_unit() const {
+  std::vector<std::vector<Tensor>> grads(units_.size());
+  for (int u = 0; u < int(units_.size()); ++u) {
+    if (!owns_unit(u)) continue;
+    if (auto it = flats_.find(u); it != flats_.end()) {
+      grads[size_t(u)].push_back(it->second->grad_shard());
+      continue;
+    }
+    for (nn::Param* p : nn::params_of(*units_[size_t(u)])) grads[size_t(u)].push_back(p->grad);
+  }
+  return grads;
+}
+
+void PipelineRuntime::report_final(int begin_unit, int end_unit) {
+  if (!gradients_final_) return;
+  for (int u = end_unit - 1; u >= begin_unit; --u) gradients_final_(u);
 }
 
 std::vector<fsdp::FlatParamGroup*> PipelineRuntime::flat_groups() const {
@@ -124,92 +139,6 @@ bool PipelineRuntime::counts_in_norm(const std::string& name) const {
   return tied_ == nullptr || name != tied_->name || owns_unit(0);
 }
 
-int PipelineRuntime::tag(int from_stage, int mb, bool gradient, int part) const {
-  return ((mb * schedule_.stages + from_stage) * 2 + (gradient ? 1 : 0)) * 2 + part;
-}
-
-namespace {
-
-// FP8 wire format: E4M3 codes with one FP32 amax scale per token (row of C channels).
-constexpr lowp::QuantSpec kWireSpec{
-    .element = lowp::Format::e4m3, .rule = lowp::ScaleRule::f32_amax, .block_rows = 1};
-
-}  // namespace
-
-std::pair<int64_t, int64_t> PipelineRuntime::rows_of(int q, int k, int mb) const {
-  const int64_t rows = batches_.at(size_t(mb)).rows;
-  const int64_t g = int64_t(groups_.at(size_t(q)).size());
-  return {rows * k / g, rows * (k + 1) / g};
-}
-
-Tensor PipelineRuntime::take_incoming(std::map<Key, Incoming>& box, Key key, const char* what) {
-  auto it = box.find(key);
-  H2_CHECK(it != box.end(), "stage {} micro-batch {}: no {} (schedule order broken)", key.stage,
-           key.microbatch, what);
-  for (auto& request : it->second.requests) request->wait();
-  Tensor t = std::move(it->second.tensor);
-  Tensor scales = std::move(it->second.scales);
-  box.erase(it);
-  if (scales.defined()) {  // FP8 wire: codes (rows, T, C) with a scale per token
-    const int64_t tokens = t.size(0) * t.size(1), C = t.size(2);
-    Tensor out = Tensor::empty(t.shape(), model_.dtype(), model_.device());
-    ops::dequantize(
-        {.out = out.view({tokens, C}), .q = {t.view({tokens, C}), scales, Tensor(), kWireSpec}});
-    return out;
-  }
-  return t.dtype() == model_.dtype() ? t : t.to(model_.dtype());
-}
-
-void PipelineRuntime::post_sends(const Tensor& mine, int stage, int peer_stage, int mb,
-                                 bool gradient) {
-  const auto rows = rows_of(position_, group_rank_, mb);
-  const int q = position_of(peer_stage);
-  for (int j = 0; j < int(groups_[size_t(q)].size()); ++j) {
-    const auto [lo, hi] = intersect(rows, rows_of(q, j, mb));
-    if (lo >= hi) continue;
-    Tensor piece = mine.slice(0, lo - rows.first, hi - rows.first);
-    const int peer = groups_[size_t(q)][size_t(j)];
-    if (fp8_wire()) {
-      const int64_t tokens = piece.size(0) * piece.size(1), C = piece.size(2);
-      lowp::QTensor wire = lowp::QTensor::empty(kWireSpec, tokens, C, piece.device());
-      ops::quantize({.q = wire, .in = piece.contiguous().view({tokens, C})});
-      wire_sends_.insert(wire_sends_.end(), {wire.codes, wire.scales});
-      sends_.push_back(job_.isend(wire.codes, peer, tag(stage, mb, gradient)));
-      sends_.push_back(job_.isend(wire.scales, peer, tag(stage, mb, gradient, 1)));
-      continue;
-    }
-    if (wire_dtype_ && *wire_dtype_ != piece.dtype()) {
-      piece = piece.to(*wire_dtype_);
-      wire_sends_.push_back(piece);
-    }
-    sends_.push_back(job_.isend(piece, groups_[size_t(q)][size_t(j)], tag(stage, mb, gradient)));
-  }
-}
-
-void PipelineRuntime::post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
-                                    bool gradient) {
-  const auto rows = rows_of(position_, group_rank_, mb);
-  const int64_t my_rows = rows.second - rows.first;
-  Incoming in{
-      Tensor::empty({my_rows, seq_len_, model_.hidden_size()}, wire_dtype_.value_or(model_.dtype()),
-                    model_.device()),
-      fp8_wire() ? Tensor::empty({my_rows * seq_len_, 1}, DType::f32, model_.device()) : Tensor(),
-      {}};
-  const int q = position_of(peer_stage);
-  for (int k = 0; k < int(groups_[size_t(q)].size()); ++k) {
-    const auto [lo, hi] = intersect(rows, rows_of(q, k, mb));
-    if (lo >= hi) continue;
-    const int peer = groups_[size_t(q)][size_t(k)];
-    in.requests.push_back(job_.irecv(in.tensor.slice(0, lo - rows.first, hi - rows.first), peer,
-                                     tag(peer_stage, mb, gradient)));
-    if (in.scales.defined())
-      in.requests.push_back(
-          job_.irecv(in.scales.view({my_rows, seq_len_}).slice(0, lo - rows.first, hi - rows.first),
-                     peer, tag(peer_stage, mb, gradient, 1)));
-  }
-  box[{stage, mb}] = std::move(in);
-}
-
 void PipelineRuntime::forward(int stage, int mb, bool training) {
   const MicroBatch& batch = batches_.at(size_t(mb));
   const auto [begin, end] = rows_of(position_, group_rank_, mb);
@@ -240,7 +169,7 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
   // This rank's rows are rows / M of the micro-batch: its mean loss counts that much.
   const bool whole = rows == batch.rows;
   const double share = double(rows) / double(batch.rows);
-  const float m = float(schedule_.microbatches);
+  const float m = float(loss_micro_batches_);
   Tensor dlogits;
   if (training) dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   const float scale = !training ? 1.0f : whole ? 1.0f / m : float(share / double(m));
@@ -256,11 +185,16 @@ void PipelineRuntime::backward(ActionKind kind, int stage, int mb) {
   auto stash = stashes_.find({stage, mb});
   H2_CHECK(stash != stashes_.end(), "stage {} micro-batch {}: backward before forward", stage, mb);
   const bool split = kind == ActionKind::I;  // weight gradients wait for this micro-batch's W
+  // The stage's last backward leaves final gradients (unless the group still reduces them):
+  // report each unit at once, so that replicas reduce it while the next units run backward.
+  const bool final =
+      !reduces_in_group() && last_backward_.at(stage) == Action::compute(kind, stage, mb);
   for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
     units_[size_t(u)]->put_stash(std::move(stash->second[size_t(u - layout_.begin(stage))]));
     units_[size_t(u)]->set_defer_weight_grads(split);
     grad = units_[size_t(u)]->backward(grad);
     units_[size_t(u)]->set_defer_weight_grads(false);
+    if (final) report_final(u, u + 1);
   }
   if (split) deferred_weight_grads_[stage].push_back(mb);
   stashes_.erase(stash);
@@ -278,25 +212,29 @@ void PipelineRuntime::weight_backward(int stage, int mb) {
            "schedules run each stage's W in the order of its I)",
            stage, mb, order.empty() ? std::string("none") : std::to_string(order.front()));
   order.pop_front();
-  for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u)
+  const bool final =
+      !reduces_in_group() && last_backward_.at(stage) == Action::compute(ActionKind::W, stage, mb);
+  for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
     units_[size_t(u)]->weight_backward();
+    if (final) report_final(u, u + 1);
+  }
 }
 
 void PipelineRuntime::reduce_grads(int stage) {
-  if (fsdp()) {
-    for (int u = layout_.begin(stage); u < layout_.end(stage); ++u)
-      if (auto it = flats_.find(u); it != flats_.end()) it->second->reduce_grad();
-    return;
-  }
-  if (!group_ || group_->size() == 1) return;
-  for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
-    for (nn::Param* p : nn::params_of(*units_[size_t(u)]))
-      group_->all_reduce(p->grad, comm::ReduceOp::sum);
+  if (!reduces_in_group()) return;  // final since the stage's last backward
+  for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
+    if (auto it = flats_.find(u); it != flats_.end())
+      it->second->reduce_grad();
+    else if (group_->size() > 1)
+      for (nn::Param* p : nn::params_of(*units_[size_t(u)]))
+        group_->all_reduce(p->grad, comm::ReduceOp::sum);
+    report_final(u, u + 1);
   }
 }
 
-double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatchSource& source,
-                            int microbatches, bool training) {
+std::vector<double> PipelineRuntime::run(const std::vector<Action>& actions,
+                                         const MicroBatchSource& source, int microbatches,
+                                         bool training) {
   batches_.clear();
   for (int mb = 0; mb < microbatches; ++mb) batches_.push_back(source(mb));
   losses_.assign(size_t(microbatches), 0.0);
@@ -351,27 +289,24 @@ double PipelineRuntime::run(const std::vector<Action>& actions, const MicroBatch
            "rank {}: the step ended with {} inputs, {} gradients, {} stashes and {} deferred "
            "weight gradients unused",
            job_.rank(), inputs_.size(), out_grads_.size(), stashes_.size(), deferred);
-  // The loss: each micro-batch's shares added in rank order, then the micro-batches in order,
-  // as one process adds its micro-batch losses.
+  // Each micro-batch's loss: the last group's row shares added in rank order.
+  if (job_.size() == 1) return losses_;
   const auto all = gather_doubles(job_, model_.device().runtime().cpu(), losses_);
   const std::vector<int>& last = groups_[size_t(position_of(schedule_.stages - 1))];
-  double total = 0;
-  for (int mb = 0; mb < microbatches; ++mb) {
-    double loss = 0;
-    for (int rank : last) loss += all[size_t(rank)][size_t(mb)];
-    total += loss;
-  }
-  return total / double(microbatches);
+  std::vector<double> losses(size_t(microbatches), 0.0);
+  for (int mb = 0; mb < microbatches; ++mb)
+    for (int rank : last) losses[size_t(mb)] += all[size_t(rank)][size_t(mb)];
+  return losses;
 }
 
-double PipelineRuntime::train_step(const MicroBatchSource& source) {
-  const double loss =
+std::vector<double> PipelineRuntime::train_step(const MicroBatchSource& source) {
+  std::vector<double> losses =
       run(schedule_.per_rank.at(size_t(position_)), source, schedule_.microbatches, true);
   sum_tied_grads();
-  return loss;
+  return losses;
 }
 
-double PipelineRuntime::evaluate(const MicroBatchSource& source, int microbatches) {
+std::vector<double> PipelineRuntime::evaluate(const MicroBatchSource& source, int microbatches) {
   // Forwards only, every micro-batch through the stages in order (GPipe's forward half).
   std::vector<Action> actions;
   for (int mb = 0; mb < microbatches; ++mb)
@@ -385,10 +320,10 @@ double PipelineRuntime::evaluate(const MicroBatchSource& source, int microbatche
   // With FSDP the stages' parameters are gathered for the whole evaluation.
   for (int s = 0; s < schedule_.stages; ++s)
     if (here(s)) unshard(s, true);
-  const double loss = run(actions, source, microbatches, false);
+  std::vector<double> losses = run(actions, source, microbatches, false);
   for (int s = 0; s < schedule_.stages; ++s)
     if (here(s)) unshard(s, false);
-  return loss;
+  return losses;
 }
 
 void PipelineRuntime::sum_tied_grads() {

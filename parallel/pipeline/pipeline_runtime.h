@@ -1,6 +1,9 @@
-// Runs one rank's part of a pipeline schedule (schedules as data: action.h) on a model's units,
-// with HeteroPP's stage groups: a schedule position (a "rank" of the schedule) is a group of one
-// or more ranks of the job, of any size, each group running its stages' units.
+// Runs one rank's part of a pipeline schedule (schedules as data: action.h) on a model's units
+// (nn::Model), with HeteroPP's stage groups: a schedule position (a "rank" of the schedule) is a
+// group of one or more ranks of one replica, of any size, each group running its stages' units.
+// It is the executor inside the one runtime (parallel/runtime/plan_runtime.h), which adds data
+// parallel replicas and the optimizer state; a one-rank replica runs the same code (one stage,
+// every hand-over local).
 //
 // Every stage runs a contiguous range of units (stage_layout.h). A micro-batch of M rows is
 // split over a group of g ranks, rank k taking rows [M k / g, M (k + 1) / g); between stages whose
@@ -11,7 +14,8 @@
 // the rank's rows (the token ids on stage 0, else the activation received from, or left by, the
 // previous stage) and takes each unit's stash out, keyed by micro-batch; the last stage also
 // computes the loss and its gradient, scaled so that the group's gradients add up to the
-// gradient of the micro-batch's mean loss over all its rows, divided by m. B puts the stashes
+// gradient of the micro-batch's mean loss over all its rows, divided by the step's micro-batches
+// over all replicas (options.loss_micro_batches). B puts the stashes
 // back and runs the units backward, accumulating weight gradients. SEND_*/RECV_* post
 // non-blocking transfers; a receive is waited for by the compute that consumes it. I runs the
 // backward without the linear layers' weight gradients (dy^T x), which the units keep until W
@@ -64,26 +68,46 @@ struct MicroBatch {
 // Every rank calls it for every micro-batch of the step (it must be cheap and deterministic).
 using MicroBatchSource = std::function<MicroBatch(int microbatch)>;
 
-class PipelineRuntime {
- public:
-  // `schedule`: the lowered schedule of `group_sizes.size()` positions (empty: one rank per
-  // position); position q is the job's ranks sum(group_sizes[< q]) .. + group_sizes[q] - 1, and
-  // stage s runs layout's units. Collective over `job` (creates the group communicators).
-  PipelineRuntime(nn::Model& model, StageLayout layout, Schedule schedule, comm::Communicator& job,
-                  int64_t seq_len, std::vector<int> group_sizes = {}, bool fsdp = false);
-  ~PipelineRuntime();
-
-  // One step: every action of this rank's position. Returns the mean loss over the step's
-  // micro-batches, on every rank. Gradients accumulate (the caller zeroes them between steps).
-  double train_step(const MicroBatchSource& source);
-  // Forward only over `microbatches` micro-batches (evaluation); the mean loss on every rank.
-  double evaluate(const MicroBatchSource& source, int microbatches);
-
+struct PipelineOptions {
+  int64_t seq_len = 0;           // T of every micro-batch
+  std::vector<int> group_sizes;  // ranks of each position; empty: one rank each
+  bool fsdp = false;             // shard every unit's parameters over its group
   // The dtype activations and gradients travel in between ranks (bf16 halves the bytes; the
   // receiver widens them back to the compute dtype). f8e4m3 sends E4M3 codes with one FP32 amax
   // scale per token (a quarter of the f32 bytes plus 4 per token), dequantized on arrival.
-  // Default: the compute dtype.
-  void set_wire_dtype(DType dtype) { wire_dtype_ = dtype; }
+  // nullopt: the compute dtype.
+  std::optional<DType> wire_dtype;
+  // The loss gradient is that of the mean over this many micro-batches (the step's, over every
+  // replica); 0: the schedule's own.
+  int loss_micro_batches = 0;
+};
+
+class PipelineRuntime {
+ public:
+  // `schedule`: the lowered schedule of options.group_sizes.size() positions; position q is the
+  // replica's ranks sum(group_sizes[< q]) .. + group_sizes[q] - 1, and stage s runs layout's
+  // units. Collective over `replica` (creates the group communicators).
+  PipelineRuntime(nn::Model& model, StageLayout layout, Schedule schedule,
+                  comm::Communicator& replica, PipelineOptions options);
+  ~PipelineRuntime();
+
+  // One step: every action of this rank's position. Returns each micro-batch's mean loss (the
+  // last group's row shares added in rank order), the same on every rank of the replica.
+  // Gradients accumulate (the caller zeroes them between steps).
+  std::vector<double> train_step(const MicroBatchSource& source);
+  // Forward only over `microbatches` micro-batches (evaluation); their losses as train_step's.
+  std::vector<double> evaluate(const MicroBatchSource& source, int microbatches);
+
+  // Told, during a training step, each unit (index into model.units()) of this rank the moment
+  // its gradients are final for the step: right after its last backward (B, or W when split)
+  // when its group is one rank without FSDP, else after REDUCE_GRAD reduced them. Units report
+  // in backward order. Data-parallel replicas reduce them meanwhile.
+  void set_gradients_final(std::function<void(int unit)> callback) {
+    gradients_final_ = std::move(callback);
+  }
+  // The gradients a step leaves on this rank, per unit of the model: the unit's FSDP gradient
+  // shard, or its Params' grads; empty for units other ranks run.
+  std::vector<std::vector<Tensor>> gradients_per_unit() const;
 
   // Receives every training step's actions (not evaluation's); nullptr stops. Not owned.
   void set_observer(ActionObserver* observer) { observer_ = observer; }
@@ -109,6 +133,9 @@ class PipelineRuntime {
   // This rank's stage group (null when every group is one rank and FSDP is off).
   comm::Communicator* stage_group() const { return group_.get(); }
   int group_rank() const { return group_rank_; }
+  int position() const { return position_; }
+  // Whether the first and the last stage share a tied table across ranks (summed every step).
+  bool ties_across_ranks() const { return tied_pair_ != nullptr; }
 
  private:
   struct Key {
@@ -121,8 +148,12 @@ class PipelineRuntime {
     std::vector<std::unique_ptr<comm::Request>> requests;  // empty for a local hand-over
   };
 
-  double run(const std::vector<Action>& actions, const MicroBatchSource& source, int microbatches,
-             bool training);
+  std::vector<double> run(const std::vector<Action>& actions, const MicroBatchSource& source,
+                          int microbatches, bool training);
+  // Tells the callback that units [begin, end) of a stage are final (backward order).
+  void report_final(int begin_unit, int end_unit);
+  // Whether stage's gradients need REDUCE_GRAD (a group of several ranks, or FSDP shards).
+  bool reduces_in_group() const { return group_ != nullptr; }
   void forward(int stage, int mb, bool training);
   void backward(ActionKind kind, int stage, int mb);
   void weight_backward(int stage, int mb);
@@ -148,11 +179,14 @@ class PipelineRuntime {
   Schedule schedule_;
   comm::Communicator& job_;
   int64_t seq_len_;
+  int loss_micro_batches_;
   std::vector<std::vector<int>> groups_;  // job ranks of each position
   int position_ = 0, group_rank_ = 0;
   std::unique_ptr<comm::Communicator> group_;      // this position's ranks (when more than one)
   std::unique_ptr<comm::Communicator> tied_pair_;  // first and last stage's ranks, when tied
   ActionObserver* observer_ = nullptr;
+  std::function<void(int unit)> gradients_final_;
+  std::map<int, Action> last_backward_;  // stage -> its last B or W action on this position
   std::optional<DType> wire_dtype_;
   std::vector<Tensor> wire_sends_;  // narrowed or quantized copies kept until their sends complete
   std::map<int, std::unique_ptr<fsdp::FlatParamGroup>> flats_;  // by unit, FSDP only

@@ -149,7 +149,7 @@ TEST(H2runTraining, TheMixedClusterConfigTrains) {
        "checkpoint.dir=", "--set", "log.metrics_file="},
       job_env(token_of(planned.path())), 300);
   ASSERT_EQ(p.exit_code, 0) << p.err;
-  EXPECT_NE(p.out.find("stages embedding+blocks 0-2 | block 3+head, groups of 2+2"),
+  EXPECT_NE(p.out.find("2 stages (embedding+blocks 0-2 | block 3+head) on groups of 2+2 ranks"),
             std::string::npos)
       << p.out;
 }

@@ -17,6 +17,8 @@
 
 #include "core/dtype.h"
 #include "core/lowp/precision_policy.h"
+#include "parallel/pipeline/generators.h"
+#include "train/data/dataset.h"
 
 namespace h2::config {
 
@@ -55,12 +57,18 @@ struct TrainOptions {
   bool operator==(const TrainOptions&) const = default;
 };
 
+// The enums of choice keys (keys.cpp lists each key's names in the enum's order).
+enum class ParallelMode { single, dp, pipeline };     // "single|dp|pipeline"
+enum class WireDtype { compute, f32, bf16, f8e4m3 };  // "auto|f32|bf16|f8e4m3"
+using data::DataFormat;                               // "text|bin"
+using parallel::pipeline::ScheduleKind;               // "gpipe|1f1b|interleaved-1f1b|zb-h1"
+
 struct DataConfig {
   // A text file (byte-level tokens) or an llm.c-style .bin file of uint16 tokens. Relative paths
   // are relative to the working directory of the process.
-  std::string path;             // required
-  std::string format = "text";  // text | bin
-  double val_fraction = 0.1;    // tail fraction held out for evaluation, in [0, 1)
+  std::string path;  // required
+  DataFormat format = DataFormat::text;
+  double val_fraction = 0.1;  // tail fraction held out for evaluation, in [0, 1)
   bool operator==(const DataConfig&) const = default;
 };
 
@@ -76,20 +84,21 @@ struct ParallelConfig {
   // single: one process; dp: data parallel over every rank of the job (replicated model,
   // gradients all-reduced in buckets while backward runs); pipeline: every rank of the job is
   // one pipeline stage (or `chunks` stages, interleaved), train.grad_accum micro-batches per step.
-  std::string mode = "single";
-  double bucket_mb = 25;          // gradient all-reduce bucket size in MiB (dp)
-  std::string schedule = "1f1b";  // pipeline: gpipe, 1f1b, interleaved-1f1b, zb-h1
-  int64_t chunks = 1;             // pipeline: model chunks (stages) per rank, interleaved-1f1b
-  std::string stage_layers;       // pipeline: blocks per stage, "3,1"; empty: as even as possible
+  ParallelMode mode = ParallelMode::single;
+  double bucket_mb = 25;                        // gradient all-reduce bucket size in MiB (dp)
+  ScheduleKind schedule = ScheduleKind::k1F1B;  // pipeline: gpipe, 1f1b, interleaved-1f1b, zb-h1
+  int64_t chunks = 1;        // pipeline: model chunks (stages) per rank, interleaved-1f1b
+  std::string stage_layers;  // pipeline: blocks per stage, "3,1"; empty: as even as possible
   // pipeline: ranks per stage group, "2,1" (HeteroPP: a group splits each micro-batch's rows);
   // empty: one rank per group.
   std::string stage_ranks;
   // pipeline: a HeteroPP plan file (config/plan.h) that sets stage_layers, stage_ranks and
   // cluster.devices; empty: those keys as given.
   std::string plan;
-  std::string wire_dtype =
-      "auto";                // pipeline: activations between ranks: auto (compute), f32, bf16
-  bool fsdp = false;         // pipeline: shard every unit's parameters over its stage group
+  // pipeline: activations between ranks: auto (the compute dtype), f32, bf16, f8e4m3
+  WireDtype wire_dtype = WireDtype::compute;
+  int64_t replicas = 1;  // pipeline: data-parallel copies of the pipeline (ranks / replicas each)
+  bool fsdp = false;     // pipeline: shard every unit's parameters over its stage group
   int64_t gather_group = 0;  // pipeline + fsdp: ZeroPP, gather per G micro-batches; 0: per step
   bool operator==(const ParallelConfig&) const = default;
 };
@@ -102,7 +111,7 @@ struct ClusterConfig {
   bool operator==(const ClusterConfig&) const = default;
 };
 
-// Low-precision GEMMs of the block linear layers (models/precision_policy.h has the rules).
+// Low-precision GEMMs of the block linear layers (core/lowp/precision_policy.h has the rules).
 struct PrecisionConfig {
   std::string recipe = "compute";  // default recipe of every block linear
   std::string modules;             // "pattern=recipe; ..." (YAML: also a map pattern: recipe)

@@ -20,6 +20,16 @@ auto* field(TrainConfig& c) {
   return &((c.*Section).*Member);
 }
 
+// choice<&TrainConfig::parallel, &ParallelConfig::mode>: an enum field as its choice index.
+template <auto Section, auto Member>
+constexpr ChoiceField choice() {
+  return {[](const TrainConfig& c) { return static_cast<int>((c.*Section).*Member); },
+          [](TrainConfig& c, int index) {
+            using Enum = std::remove_reference_t<decltype((c.*Section).*Member)>;
+            (c.*Section).*Member = static_cast<Enum>(index);
+          }};
+}
+
 using TC = TrainConfig;
 using MC = ModelConfig;
 using TO = TrainOptions;
@@ -92,8 +102,8 @@ const KeyInfo kKeys[] = {
     {"data.path", KT::string, &field<&TC::data, &DC::path>,
      "training data file (relative to the working directory); required"},
     {"data.format",
-     KT::string,
-     &field<&TC::data, &DC::format>,
+     KT::choice,
+     choice<&TC::data, &DC::format>(),
      "text: bytes as tokens; bin: llm.c/nanoGPT uint16 tokens",
      {},
      "text|bin"},
@@ -108,8 +118,8 @@ const KeyInfo kKeys[] = {
      "Chrome trace file; empty: none"},
 
     {"parallel.mode",
-     KT::string,
-     &field<&TC::parallel, &PC::mode>,
+     KT::choice,
+     choice<&TC::parallel, &PC::mode>(),
      "single: one process; dp: data parallel over every rank the launcher started (h2run, "
      "mpirun, srun); pipeline: each rank runs pipeline stages (train.grad_accum micro-batches)",
      {},
@@ -117,8 +127,8 @@ const KeyInfo kKeys[] = {
     {"parallel.bucket_mb", KT::number, &field<&TC::parallel, &PC::bucket_mb>,
      "dp: MiB of gradients all-reduced together while backward continues", above(0)},
     {"parallel.schedule",
-     KT::string,
-     &field<&TC::parallel, &PC::schedule>,
+     KT::choice,
+     choice<&TC::parallel, &PC::schedule>(),
      "pipeline: the schedule every rank runs",
      {},
      "gpipe|1f1b|interleaved-1f1b|zb-h1"},
@@ -133,12 +143,16 @@ const KeyInfo kKeys[] = {
      "pipeline: a HeteroPP plan file (stages: layers, chip, ranks) setting stage_layers, "
      "stage_ranks and cluster.devices"},
     {"parallel.wire_dtype",
-     KT::string,
-     &field<&TC::parallel, &PC::wire_dtype>,
+     KT::choice,
+     choice<&TC::parallel, &PC::wire_dtype>(),
      "pipeline: dtype of activations and gradients sent between ranks (bf16 halves the bytes, "
      "f8e4m3 quarters them: E4M3 codes with one FP32 scale per token); auto: the compute dtype",
      {},
      "auto|f32|bf16|f8e4m3"},
+    {"parallel.replicas", KT::integer, &field<&TC::parallel, &PC::replicas>,
+     "pipeline: data-parallel copies of the pipeline, each on its own micro-batches (the job's "
+     "ranks / replicas per copy; gradients summed over the copies while backward runs)",
+     at_least(1)},
     {"parallel.fsdp", KT::boolean, &field<&TC::parallel, &PC::fsdp>,
      "pipeline: shard each unit's parameters over its stage group (gathered for use, gradients "
      "reduce-scattered, AdamW on the shards)"},
@@ -208,14 +222,7 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 bool in_choices(std::string_view choices, std::string_view text) {
-  size_t start = 0;
-  while (start <= choices.size()) {
-    size_t bar = choices.find('|', start);
-    if (bar == std::string_view::npos) bar = choices.size();
-    if (choices.substr(start, bar - start) == text) return true;
-    start = bar + 1;
-  }
-  return false;
+  return choice_index(choices, text) >= 0;
 }
 
 std::string quoted(std::string_view s) {
@@ -273,8 +280,32 @@ std::string_view key_type_name(KeyType type) {
       return "string";
     case KeyType::dtype:
       return "dtype";
+    case KeyType::choice:
+      return "choice";
   }
   return "?";
+}
+
+int choice_index(std::string_view choices, std::string_view text) {
+  size_t start = 0;
+  for (int index = 0; start <= choices.size(); ++index) {
+    size_t bar = choices.find('|', start);
+    if (bar == std::string_view::npos) bar = choices.size();
+    if (choices.substr(start, bar - start) == text) return index;
+    start = bar + 1;
+  }
+  return -1;
+}
+
+std::string_view choice_name(std::string_view choices, int index) {
+  size_t start = 0;
+  for (int i = 0; start <= choices.size(); ++i) {
+    size_t bar = choices.find('|', start);
+    if (bar == std::string_view::npos) bar = choices.size();
+    if (i == index) return choices.substr(start, bar - start);
+    start = bar + 1;
+  }
+  return {};
 }
 
 std::span<const KeyInfo> keys() {
@@ -358,6 +389,12 @@ void set_from_text(const KeyInfo& key, TrainConfig& config, std::string_view tex
         bad_value(key, text, where, fmt::format("is not one of {}", key.choices));
       *std::get<DType* (*)(TrainConfig&)>(key.field)(config) = parse_dtype(s);
       return;
+    case KeyType::choice: {
+      const int index = choice_index(key.choices, s);
+      if (index < 0) bad_value(key, text, where, fmt::format("is not one of {}", key.choices));
+      std::get<ChoiceField>(key.field).set(config, index);
+      return;
+    }
   }
 }
 
@@ -375,6 +412,8 @@ std::string value_text(const KeyInfo& key, const TrainConfig& config) {
       return quoted(*std::get<std::string* (*)(TrainConfig&)>(key.field)(c));
     case KeyType::dtype:
       return std::string(dtype_name(*std::get<DType* (*)(TrainConfig&)>(key.field)(c)));
+    case KeyType::choice:
+      return std::string(choice_name(key.choices, std::get<ChoiceField>(key.field).get(config)));
   }
   return {};
 }

@@ -14,13 +14,20 @@
 
 namespace h2::config {
 
-enum class KeyType { integer, number, boolean, string, dtype };
+// choice: an enum field whose values are the key's `choices` in order (the enum's 0, 1, ...).
+enum class KeyType { integer, number, boolean, string, dtype, choice };
 std::string_view key_type_name(KeyType type);
+
+// An enum field as the index of its value in the key's choices.
+struct ChoiceField {
+  int (*get)(const TrainConfig&);
+  void (*set)(TrainConfig&, int);
+};
 
 // Accessors: plain function pointers, one per field type.
 using Field =
     std::variant<int64_t* (*)(TrainConfig&), double* (*)(TrainConfig&), bool* (*)(TrainConfig&),
-                 std::string* (*)(TrainConfig&), DType* (*)(TrainConfig&)>;
+                 std::string* (*)(TrainConfig&), DType* (*)(TrainConfig&), ChoiceField>;
 
 // Allowed numeric interval (integer and number keys); infinite bounds mean unbounded.
 struct Range {
@@ -38,7 +45,7 @@ struct KeyInfo {
   Field field;
   std::string_view help;
   Range range{};
-  std::string_view choices{};  // "text|bin": the only values allowed (string and dtype keys)
+  std::string_view choices{};  // "text|bin": the only values allowed (string, dtype, choice)
 
   std::string_view section() const { return name.substr(0, name.find('.')); }
   std::string_view leaf() const { return name.substr(name.find('.') + 1); }
@@ -60,5 +67,9 @@ void set_from_text(const KeyInfo& key, TrainConfig& config, std::string_view tex
                    std::string_view where);
 // The field's current value as YAML scalar text (strings quoted, numbers shortest round-trip).
 std::string value_text(const KeyInfo& key, const TrainConfig& config);
+
+// The i-th of "a|b|c" (empty past the end), and the index of `text` in it (-1: absent).
+std::string_view choice_name(std::string_view choices, int index);
+int choice_index(std::string_view choices, std::string_view text);
 
 }  // namespace h2::config

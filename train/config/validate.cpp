@@ -43,9 +43,9 @@ void check_model(const TrainConfig& c) {
              "an even head dim (model.dim from {}, model.n_heads from {})",
              m.dim, m.n_heads, m.dim / m.n_heads, c.origin_of("model.dim"),
              c.origin_of("model.n_heads"));
-  if (c.data.format == "text" && m.vocab_size < 256)
+  if (c.data.format == DataFormat::text && m.vocab_size < 256)
     H2_THROW(ConfigError, "{} is smaller than 256, the byte-level tokenizer's vocabulary ({})",
-             show(c, "model.vocab_size", m.vocab_size), show(c, "data.format", c.data.format));
+             show(c, "model.vocab_size", m.vocab_size), show(c, "data.format", "text"));
 }
 
 void check_train(const TrainConfig& c) {
@@ -93,7 +93,7 @@ void check_data_file(const TrainConfig& c) {
 
 void check_parallel(const TrainConfig& c) {
   const ParallelConfig& p = c.parallel;
-  if (p.chunks > 1 && p.schedule != "interleaved-1f1b")
+  if (p.chunks > 1 && p.schedule != ScheduleKind::kInterleaved1F1B)
     H2_THROW(ConfigError, "{} needs {}", show(c, "parallel.chunks", p.chunks),
              show(c, "parallel.schedule", "interleaved-1f1b"));
   if (p.stage_layers.empty()) return;

@@ -115,21 +115,21 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.train.eval_every, 25);
   EXPECT_EQ(c.train.eval_batches, 4);
   EXPECT_EQ(c.data.path, data);
-  EXPECT_EQ(c.data.format, "bin");
+  EXPECT_EQ(c.data.format, DataFormat::bin);
   EXPECT_DOUBLE_EQ(c.data.val_fraction, 0.05);
   EXPECT_EQ(c.log.every, 5);
   EXPECT_EQ(c.log.metrics_file, "out/metrics.jsonl");
   EXPECT_EQ(c.log.trace_file, "out/trace.json");
-  EXPECT_EQ(c.parallel.mode, "pipeline");
+  EXPECT_EQ(c.parallel.mode, ParallelMode::pipeline);
   EXPECT_DOUBLE_EQ(c.parallel.bucket_mb, 4.5);
-  EXPECT_EQ(c.parallel.schedule, "interleaved-1f1b");
+  EXPECT_EQ(c.parallel.schedule, ScheduleKind::kInterleaved1F1B);
   EXPECT_EQ(c.parallel.chunks, 2);
   EXPECT_EQ(c.parallel.stage_layers, "3,3");
   EXPECT_EQ(c.parallel.stage_ranks, "2,1");
   EXPECT_TRUE(c.parallel.fsdp);
   EXPECT_EQ(c.parallel.gather_group, 2);
   EXPECT_EQ(c.parallel.plan, "plans/mixed.yaml");
-  EXPECT_EQ(c.parallel.wire_dtype, "bf16");
+  EXPECT_EQ(c.parallel.wire_dtype, WireDtype::bf16);
   EXPECT_EQ(c.cluster.devices, "vchip:chip-a,cpu");
   EXPECT_EQ(device_for_rank(c, 0, 2), "vchip:chip-a");
   EXPECT_EQ(device_for_rank(c, 1, 2), "cpu");
@@ -163,7 +163,7 @@ TEST(ConfigTest, MissingKeysKeepDefaults) {
   EXPECT_EQ(c.model.dim, 128);
   EXPECT_EQ(c.train.dtype, DType::f32);
   EXPECT_EQ(c.train.device, "cpu");
-  EXPECT_EQ(c.data.format, "text");
+  EXPECT_EQ(c.data.format, DataFormat::text);
   EXPECT_EQ(c.origin_of("train.lr"), "default");
   // The defaults themselves are a valid configuration apart from the data file.
   EXPECT_NO_THROW(validate(TrainConfig{}, {.check_files = false}));

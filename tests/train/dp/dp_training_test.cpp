@@ -27,7 +27,7 @@ using namespace testing;
 
 // Data parallel when ranks > 1; a plain single process when 1.
 void train(config::TrainConfig cfg, int ranks) {
-  cfg.parallel.mode = ranks > 1 ? "dp" : "single";
+  cfg.parallel.mode = ranks > 1 ? config::ParallelMode::dp : config::ParallelMode::single;
   train_on_ranks(cfg, ranks);
 }
 
@@ -126,10 +126,10 @@ TEST(DataParallel, ACorruptedShardStopsTheResumeNamingTheFile) {
   }
   cfg.train.steps = 8;
   cfg.checkpoint.resume = true;
-  cfg.parallel.mode = "dp";
+  cfg.parallel.mode = config::ParallelMode::dp;
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Trainer trainer(
-        cfg, ctx.runtime, [](const std::string&) {}, &ctx.comm());
+        cfg, ctx.runtime, [](const std::string&) {}, ctx.comm());
     trainer.run();
   });
   for (const auto& o : outcomes) {

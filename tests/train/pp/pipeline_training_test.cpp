@@ -4,8 +4,10 @@
 // and ZB-H1, PP=4, interleaved PP=2 x 2 chunks, uneven stages (3 + 1 blocks) and tied
 // embeddings (the table lives on the first and the last stage and their gradients are summed),
 // HeteroPP stage groups of different sizes ((2, 1), (1, 2), (2, 1, 1) ranks), whose ranks
-// split each micro-batch's rows and re-split them between groups, and FSDP inside the groups
-// (PP=2 x FSDP=2, with ZeroPP gathering per 2 micro-batches, and a (2, 1) plan).
+// split each micro-batch's rows and re-split them between groups, FSDP inside the groups
+// (PP=2 x FSDP=2, with ZeroPP gathering per 2 micro-batches, and a (2, 1) plan), and replicas of
+// a pipeline (PP=2 x DP=2, a (2, 1) ZB-H1 pipeline x DP=2, FSDP=2 x DP=2), each replica taking
+// half of the step's micro-batches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,6 +40,7 @@ struct PipelineCase {
   std::string stage_ranks;  // HeteroPP groups; empty: one rank per stage
   bool fsdp = false;
   int gather_group = 0;  // ZeroPP
+  int replicas = 1;      // data-parallel copies of the pipeline, each grad_accum / replicas
 };
 
 void PrintTo(const PipelineCase& c, std::ostream* os) {
@@ -62,13 +65,15 @@ std::pair<std::string, std::string> train_both(const PipelineCase& c, const fs::
   train_on_ranks(single, 1);
 
   config::TrainConfig pp = base;
-  pp.parallel.mode = "pipeline";
-  pp.parallel.schedule = c.schedule;
+  pp.parallel.mode = config::ParallelMode::pipeline;
+  config::apply_override(pp, "parallel.schedule=" + c.schedule);
   pp.parallel.chunks = c.chunks;
   pp.parallel.stage_layers = c.stage_layers;
   pp.parallel.stage_ranks = c.stage_ranks;
   pp.parallel.fsdp = c.fsdp;
   pp.parallel.gather_group = c.gather_group;
+  pp.parallel.replicas = c.replicas;
+  pp.train.grad_accum = base.train.grad_accum / c.replicas;
   pp.log.metrics_file = (dir / "pp.jsonl").string();
   pp.checkpoint.dir = (dir / "pp").string();
   train_on_ranks(pp, c.ranks);
@@ -112,7 +117,11 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineCase{"pp2_fsdp2", 4, "1f1b", 1, 4, "", false, "2,2", true},
                       PipelineCase{"pp2_fsdp2_zeropp", 4, "1f1b", 1, 4, "", false, "2,2", true, 2},
                       PipelineCase{"pp2_fsdp2_zbh1", 4, "zb-h1", 1, 4, "", false, "2,2", true},
-                      PipelineCase{"hetero_fsdp_2_1", 3, "gpipe", 1, 4, "3,1", false, "2,1", true}),
+                      PipelineCase{"hetero_fsdp_2_1", 3, "gpipe", 1, 4, "3,1", false, "2,1", true},
+                      PipelineCase{"pp2_x_dp2", 4, "1f1b", 1, 4, "", false, "", false, 0, 2},
+                      PipelineCase{"zbh1_hetero_x_dp2", 6, "zb-h1", 1, 4, "3,1", false, "2,1",
+                                   false, 0, 2},
+                      PipelineCase{"fsdp2_x_dp2", 4, "1f1b", 1, 4, "", false, "2", true, 0, 2}),
     [](const auto& info) { return info.param.name; });
 
 // Checkpoints cross layouts: one process writes step 2, PP=2 x FSDP=2 resumes it (each rank
@@ -139,7 +148,7 @@ TEST(PipelineCheckpoint, OneProcessToFsdpPipelineAndBack) {
   train_on_ranks(hop, 1);
   config::TrainConfig fsdp = hop;
   fsdp.train.steps = 4;
-  fsdp.parallel.mode = "pipeline";
+  fsdp.parallel.mode = config::ParallelMode::pipeline;
   fsdp.parallel.stage_ranks = "2,2";
   fsdp.parallel.fsdp = true;
   train_on_ranks(fsdp, 4);
@@ -159,12 +168,12 @@ TEST(PipelinePlan, AStageTooLargeForItsChipIsRefusedBeforeAnyWork) {
   cfg.model.ffn_dim = 5504;
   cfg.model.n_heads = 16;
   cfg.model.n_kv_heads = 16;
-  cfg.parallel.mode = "pipeline";
+  cfg.parallel.mode = config::ParallelMode::pipeline;
   cfg.parallel.stage_layers = "4,6";  // 50M-parameter blocks: 4 on chip-a (2 GiB), 6 on chip-b
   cfg.cluster.devices = "vchip:chip-a,vchip:chip-b";
   const auto outcomes = comm::testing::run_ranks(2, [&](comm::testing::RankContext& ctx) {
     Trainer trainer(
-        cfg, ctx.runtime, [](const std::string&) {}, &ctx.comm());
+        cfg, ctx.runtime, [](const std::string&) {}, ctx.comm());
   });
   EXPECT_EQ(outcomes[0].exit_code, 1) << comm::testing::describe(outcomes);
   EXPECT_NE(outcomes[0].message.find("rank 0 (vchip:0"), std::string::npos) << outcomes[0].message;
@@ -191,9 +200,9 @@ TEST(PipelineWire, NarrowTransfersChangeTheLossOnlySlightly) {
   cfg.model.tie_embeddings = false;
   cfg.train.eval_every = 0;
   cfg.train.grad_accum = 4;
-  cfg.parallel.mode = "pipeline";
+  cfg.parallel.mode = config::ParallelMode::pipeline;
   auto run = [&](const std::string& name, const std::string& wire, int ranks) {
-    cfg.parallel.wire_dtype = wire;
+    config::apply_override(cfg, "parallel.wire_dtype=" + wire);
     cfg.parallel.stage_ranks = ranks == 3 ? "2,1" : "";
     cfg.log.metrics_file = (dir / (name + ".jsonl")).string();
     train_on_ranks(cfg, ranks);

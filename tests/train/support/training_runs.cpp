@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "comm/world/world.h"
 #include "multiproc.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/data/default_data.h"
@@ -40,8 +41,9 @@ parallel: {bucket_mb: 0.01}
 
 void train_on_ranks(const config::TrainConfig& cfg, int ranks) {
   const auto outcomes = run_ranks(ranks, [&](RankContext& ctx) {
+    std::unique_ptr<comm::Communicator> alone = ranks > 1 ? nullptr : comm::loopback_communicator();
     Trainer trainer(
-        cfg, ctx.runtime, [](const std::string&) {}, ranks > 1 ? &ctx.comm() : nullptr);
+        cfg, ctx.runtime, [](const std::string&) {}, ranks > 1 ? ctx.comm() : *alone);
     trainer.run();
   });
   comm::testing::expect_all_ok(outcomes);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/registry.h"
+#include "comm/world/world.h"
 #include "core/tensor_host.h"
 #include "train/data/default_data.h"
 #include "train/trainer.h"
@@ -47,7 +48,9 @@ TrainedRun train(config::TrainConfig cfg) {
   cfg.log.metrics_file = metrics.string();
   auto runtime = create_runtime(RuntimeOptions::from_env());
   TrainedRun run;
-  Trainer trainer(cfg, *runtime, [&](const std::string& line) { run.lines.push_back(line); });
+  auto alone = comm::loopback_communicator();
+  Trainer trainer(
+      cfg, *runtime, [&](const std::string& line) { run.lines.push_back(line); }, *alone);
   run.summary = trainer.run();
   for (auto& p : trainer.model().named_parameters())
     run.params.push_back(tensor_to_floats(p.param));

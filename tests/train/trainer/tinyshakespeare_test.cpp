@@ -10,6 +10,7 @@
 #include <map>
 
 #include "backends/registry.h"
+#include "comm/world/world.h"
 #include "train/data/dataset.h"
 #include "train/trainer.h"
 
@@ -35,7 +36,9 @@ TEST(TinyShakespeare, EvalLossIsWellBelowUnigramEntropy) {
   auto dataset = data::TokenDataset::load(data, data::DataFormat::text);
   double entropy = unigram_entropy(dataset.split(cfg.data.val_fraction, cfg.model.seq_len).val);
   auto runtime = create_runtime();
-  Trainer trainer(cfg, *runtime, [](const std::string&) {});
+  auto alone = comm::loopback_communicator();
+  Trainer trainer(
+      cfg, *runtime, [](const std::string&) {}, *alone);
   TrainSummary summary = trainer.run();
   EXPECT_LT(summary.final_eval_loss, 0.75 * entropy)
       << "eval loss " << summary.final_eval_loss << ", unigram entropy " << entropy;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "backends/registry.h"
+#include "comm/world/world.h"
 #include "core/error.h"
 #include "core/tensor_host.h"
 #include "train/data/default_data.h"
@@ -37,7 +38,9 @@ struct TrainRun {
 TrainRun train_once(const config::TrainConfig& cfg) {
   RuntimeOptions options = RuntimeOptions::from_env();
   auto runtime = create_runtime(options);
-  Trainer trainer(cfg, *runtime, [](const std::string&) {});
+  auto alone = comm::loopback_communicator();
+  Trainer trainer(
+      cfg, *runtime, [](const std::string&) {}, *alone);
   TrainRun run{trainer.run(), {}};
   for (auto& p : trainer.model().named_parameters())
     run.params.push_back(tensor_to_floats(p.param));

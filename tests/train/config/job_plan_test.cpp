@@ -1,0 +1,88 @@
+// The plan each parallel.mode describes (train/config/job_plan.h): single is one stage on one
+// rank, dp that stage replicated on every rank, pipeline the stage groups, layers, schedule and
+// wire of the parallel keys, with replicas of the pipeline; and the errors that name the keys.
+#include "train/config/job_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace h2::config {
+namespace {
+
+TrainConfig base() {
+  TrainConfig c;
+  c.model.n_layers = 4;
+  c.train.grad_accum = 4;
+  c.train.batch_size = 4;
+  return c;
+}
+
+TEST(JobPlan, SingleIsOneStageOnOneRankRunningOneFOneB) {
+  TrainConfig c = base();
+  c.parallel.schedule = ScheduleKind::kGPipe;  // a pipeline key: not used by single or dp
+  const parallel::Plan p = plan_from_config(c, 1);
+  EXPECT_EQ(p.group_sizes, std::vector<int>{1});
+  EXPECT_EQ(p.replicas, 1);
+  EXPECT_EQ(p.stages(), 1);
+  EXPECT_EQ(p.layout.end(0), 6);  // embedding, 4 blocks, head
+  EXPECT_EQ(p.schedule, ScheduleKind::k1F1B);
+  EXPECT_EQ(p.micro_batches, 4);
+  EXPECT_EQ(p.devices, std::vector<std::string>{"cpu"});
+  test::expect_config_error([&] { plan_from_config(c, 2); },
+                            {"parallel.mode is 'single' but the job has 2 ranks"});
+}
+
+TEST(JobPlan, DataParallelReplicatesTheOneStageOnEveryRank) {
+  TrainConfig c = base();
+  c.parallel.mode = ParallelMode::dp;
+  c.parallel.bucket_mb = 0.5;
+  c.cluster.devices = "vchip:chip-a,vchip:chip-b,cpu";
+  const parallel::Plan p = plan_from_config(c, 3);
+  EXPECT_EQ(p.group_sizes, std::vector<int>{1});
+  EXPECT_EQ(p.replicas, 3);
+  EXPECT_EQ(p.global_micro_batches(), 12);
+  EXPECT_EQ(p.bucket_bytes, size_t(1) << 19);
+  EXPECT_EQ(p.devices, (std::vector<std::string>{"vchip:chip-a", "vchip:chip-b", "cpu"}));
+}
+
+TEST(JobPlan, PipelineTakesGroupsLayersScheduleWireAndReplicas) {
+  TrainConfig c = base();
+  c.parallel.mode = ParallelMode::pipeline;
+  c.parallel.schedule = ScheduleKind::kZBH1;
+  c.parallel.stage_ranks = "2,1";
+  c.parallel.stage_layers = "3,1";
+  c.parallel.wire_dtype = WireDtype::f8e4m3;
+  c.parallel.fsdp = true;
+  c.parallel.gather_group = 2;
+  c.parallel.replicas = 2;
+  const parallel::Plan p = plan_from_config(c, 6);
+  EXPECT_EQ(p.group_sizes, (std::vector<int>{2, 1}));
+  EXPECT_EQ(p.replicas, 2);
+  EXPECT_EQ(p.layout.str(), "embedding+blocks 0-2 | block 3+head");
+  EXPECT_EQ(p.schedule, ScheduleKind::kZBH1);
+  EXPECT_EQ(p.wire_dtype, DType::f8e4m3);
+  EXPECT_TRUE(p.fsdp);
+  EXPECT_EQ(p.gather_group, 2);
+  test::expect_config_error([&] { plan_from_config(c, 5); },
+                            {"parallel.replicas = 2", "does not divide the job's 5 ranks"});
+  test::expect_config_error(
+      [&] { plan_from_config(c, 4); },
+      {"parallel.stage_ranks = '2,1'", "makes groups of 3 ranks; a replica has 2"});
+  c.parallel.replicas = 1;
+  c.parallel.stage_layers = "2,1,1";
+  test::expect_config_error([&] { plan_from_config(c, 3); },
+                            {"parallel.stage_layers = '2,1,1'", "lists 3 stages; 2 stage groups"});
+}
+
+TEST(JobPlan, OneRankPerStageWithoutStageRanks) {
+  TrainConfig c = base();
+  c.parallel.mode = ParallelMode::pipeline;
+  const parallel::Plan p = plan_from_config(c, 4);
+  EXPECT_EQ(p.group_sizes, (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(p.layout.str(), "embedding+block 0 | block 1 | block 2 | block 3+head");
+  EXPECT_FALSE(p.wire_dtype.has_value());
+}
+
+}  // namespace
+}  // namespace h2::config
