@@ -1,4 +1,4 @@
-// Device guard, stream registry, streams and events (see cuda_stream.h).
+// Stream registry, streams and events (see cuda_stream.h).
 #include "backends/cuda/cuda_stream.h"
 
 #include <algorithm>
@@ -8,23 +8,6 @@
 #include "core/log.h"
 
 namespace h2::cuda {
-
-DeviceGuard::DeviceGuard(int device_index) : current_(device_index) {
-  H2_CUDA_CHECK(cudaGetDevice(&previous_));
-  if (previous_ != current_) H2_CUDA_CHECK(cudaSetDevice(current_));
-}
-
-DeviceGuard::~DeviceGuard() {
-  if (previous_ >= 0 && previous_ != current_) cudaSetDevice(previous_);  // best effort
-}
-
-OwnedEvent::OwnedEvent(unsigned flags) {
-  H2_CUDA_CHECK(cudaEventCreateWithFlags(&event_, flags));
-}
-
-OwnedEvent::~OwnedEvent() {
-  if (event_ != nullptr) cudaEventDestroy(event_);
-}
 
 void StreamRegistry::add(cudaStream_t stream) {
   std::lock_guard lock(mutex_);

@@ -1,6 +1,6 @@
-// CUDA streams and events behind the Stream/Event interfaces, plus the small RAII pieces every
-// CUDA call site needs: DeviceGuard (the right current device), OwnedEvent, and StreamRegistry
-// (the live streams of one device, which the caching allocator orders block reuse against).
+// CUDA streams and events behind the Stream/Event interfaces, and StreamRegistry (the live
+// streams of one device, which the caching allocator orders block reuse against). The RAII pieces
+// every CUDA call site needs (DeviceGuard, OwnedEvent) are in cuda_guard.h.
 // Streams are non-blocking (never implicitly synchronised with the legacy null stream); each
 // owns a lazily created cuBLAS handle bound to it, since a handle must not be shared by two
 // threads and a Stream is used by one thread at a time.
@@ -12,35 +12,10 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cuda/cuda_guard.h"
 #include "core/device.h"
 
 namespace h2::cuda {
-
-// Makes `device_index` current for the guard's lifetime, then restores the previous device.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device_index);
-  ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-  int current_ = -1;
-};
-
-// A cudaEvent_t owned by this object (created on the current device).
-class OwnedEvent {
- public:
-  explicit OwnedEvent(unsigned flags);
-  ~OwnedEvent();
-  OwnedEvent(const OwnedEvent&) = delete;
-  OwnedEvent& operator=(const OwnedEvent&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
 
 // The live streams of one device. Thread-safe. Callers have made the device current.
 class StreamRegistry {

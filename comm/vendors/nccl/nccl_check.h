@@ -1,8 +1,8 @@
-// Checked NCCL and CUDA runtime calls for comm/vendors/nccl: H2_NCCL_CHECK(expr) throws CommError
-// with file:line, the call's text, NCCL's name for the status and its last error message;
-// H2_NCCL_CUDA_CHECK(expr) throws h2::Error with the CUDA error's name and description. Calls on
-// a non-blocking communicator that may answer ncclInProgress go through the communicator's own
-// completion check instead (nccl_communicator.cpp).
+// Checked NCCL calls for comm/vendors/nccl: H2_NCCL_CHECK(expr) throws CommError with file:line,
+// the call's text, NCCL's name for the status and its last error message. CUDA runtime calls use
+// the CUDA backend's H2_CUDA_CHECK (backends/cuda/cuda_check.h). Calls on a non-blocking
+// communicator that may answer ncclInProgress go through the communicator's own completion check
+// instead (NcclCommunicator::State::complete, nccl_state.h).
 #pragma once
 
 #include <fmt/format.h>
@@ -29,14 +29,6 @@ inline std::string describe_nccl(ncclResult_t status, ncclComm_t comm = nullptr)
       file, line, fmt::format("{} failed: {}", call, describe_nccl(status, comm))));
 }
 
-[[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* file,
-                                          int line) {
-  throw Error(
-      ::h2::detail::with_location(file, line,
-                                  fmt::format("{} failed: {}: {}", call, cudaGetErrorName(status),
-                                              cudaGetErrorString(status))));
-}
-
 }  // namespace h2::comm::nccl
 
 #define H2_NCCL_CHECK(expr)                                                           \
@@ -44,11 +36,4 @@ inline std::string describe_nccl(ncclResult_t status, ncclComm_t comm = nullptr)
     ncclResult_t h2_nccl_status_ = (expr);                                            \
     if (h2_nccl_status_ != ncclSuccess)                                               \
       ::h2::comm::nccl::throw_nccl_error(h2_nccl_status_, #expr, __FILE__, __LINE__); \
-  } while (0)
-
-#define H2_NCCL_CUDA_CHECK(expr)                                                           \
-  do {                                                                                     \
-    cudaError_t h2_nccl_cuda_status_ = (expr);                                             \
-    if (h2_nccl_cuda_status_ != cudaSuccess)                                               \
-      ::h2::comm::nccl::throw_cuda_error(h2_nccl_cuda_status_, #expr, __FILE__, __LINE__); \
   } while (0)
