@@ -15,6 +15,11 @@ bool Device::supports(Op op, DType dtype) const {
   return kernels().dtypes(op).contains(dtype) && props().dtypes.contains(dtype);
 }
 
+std::string Device::refusal(Op op, DType key_dtype, const void* args) const {
+  if (!supports(op, key_dtype)) return "no kernel for this dtype";
+  return kernels().refusal(op, args);
+}
+
 Runtime& Device::runtime() const {
   H2_CHECK(runtime_ != nullptr, "device {} is not registered with a Runtime", str());
   return *runtime_;

@@ -111,6 +111,16 @@ class Device {
   virtual const KernelTable& kernels() const = 0;
   // Whether `op` runs here on tensors of storage dtype `dtype`.
   bool supports(Op op, DType dtype) const;
+  // Whether this one call of `op` runs here (`args`: op's Args struct): its key dtype, and the
+  // shapes the kernel takes (a kernel may refuse shapes it does not implement, e.g. CUDA
+  // attention over a head dim of 256). Empty when it runs; else why not. Dispatch runs a call
+  // refused for its shape on the CPU instead, with a warning.
+  template <class Args>
+  std::string refusal(Op op, const Args& args) const {
+    return refusal(op, args.key_dtype(), &args);
+  }
+  // The same with the args struct type-erased (`args` must point to op's Args struct).
+  std::string refusal(Op op, DType key_dtype, const void* args) const;
 
   // The runtime that registered this device (fallback and autocompare need the CPU device).
   Runtime& runtime() const;

@@ -50,4 +50,16 @@ DTypeSet KernelTable::dtypes(Op op) const {
   return {};
 }
 
+std::string KernelTable::refusal(Op op, const void* args) const {
+  switch (op) {
+#define H2_OP(name, Args, layout, summary)           \
+  case Op::name:                                     \
+    return name##_refusal == nullptr ? std::string() \
+                                     : name##_refusal(*static_cast<const Args*>(args));
+#include "core/ops.def"
+#undef H2_OP
+  }
+  return {};
+}
+
 }  // namespace h2

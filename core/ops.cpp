@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -111,8 +112,6 @@ void run_on_cpu(Op op, KernelFn<Args> KernelTable::*slot, Args& args, Device& de
   Device& cpu = runtime.cpu();
   H2_CHECK(cpu.supports(op, args.key_dtype()), "{} falls back to cpu, which lacks it for {}",
            op_name(op), dtype_name(args.key_dtype()));
-  if (runtime.first_time(fmt::format("fallback {} {}", op_name(op), device.str())))
-    H2_LOG_WARN("H2_FALLBACK_OPS: running {} for {} on cpu with copies", op_name(op), device.str());
   s.synchronize();
   Args cpu_args = to_cpu(args, cpu);
   (cpu.kernels().*slot)(cpu_args, cpu.default_stream());
@@ -133,14 +132,28 @@ void run_kernel(Op op, KernelFn<Args> KernelTable::*slot, const Args& requested,
   // copy and fill never fall back: they are the mechanism fallback itself uses.
   bool can_fall_back = !on_cpu && op != Op::copy && op != Op::fill && cpu.supports(op, dtype);
 
-  if (can_fall_back && runtime.policy().falls_back(op))
+  if (can_fall_back && runtime.policy().falls_back(op)) {
+    if (runtime.first_time(fmt::format("fallback {} {}", op_name(op), device.str())))
+      H2_LOG_WARN("H2_FALLBACK_OPS: running {} for {} on cpu with copies", op_name(op),
+                  device.str());
     return run_on_cpu(op, slot, args, device, s);
+  }
 
   if (!device.supports(op, dtype))
     H2_THROW(
         UnsupportedError, "{} is not supported on {} ({}) for dtype {}{}", op_name(op),
         device.str(), device.props().name, dtype_name(dtype),
         can_fall_back ? fmt::format("; H2_FALLBACK_OPS={} runs it on the cpu", op_name(op)) : "");
+  // A kernel that takes the dtype may still refuse the shapes: the CPU runs the call instead.
+  if (const std::string why = device.kernels().refusal(op, &args); !why.empty()) {
+    if (!can_fall_back)
+      H2_THROW(UnsupportedError, "{} on {} ({}): {}, and the cpu cannot run it for dtype {}",
+               op_name(op), device.str(), device.props().name, why, dtype_name(dtype));
+    if (runtime.first_time(fmt::format("refused {} {} {}", op_name(op), device.str(), why)))
+      H2_LOG_WARN("{} on {} ({}): {}; running it on the cpu with copies", op_name(op), device.str(),
+                  device.props().name, why);
+    return run_on_cpu(op, slot, args, device, s);
+  }
   check_storage_dtypes(op, args, device);
 
   std::vector<std::pair<Tensor, Tensor>> write_back;
@@ -170,6 +183,13 @@ void run_kernel(Op op, KernelFn<Args> KernelTable::*slot, const Args& requested,
 }
 
 }  // namespace
+
+// Every op of the catalogue is declared in core/ops.h with this signature.
+#define H2_OP(name, Args, layout, summary)                                       \
+  static_assert(std::is_same_v<decltype(&name), void (*)(const Args&, Stream*)>, \
+                "core/ops.h must declare void " #name "(const " #Args "&, Stream*)");
+#include "core/ops.def"
+#undef H2_OP
 
 #define H2_OP(name, Args, layout, summary)                  \
   void name(const Args& args, Stream* stream) {             \

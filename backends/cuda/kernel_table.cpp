@@ -7,6 +7,12 @@
 namespace h2::cuda {
 namespace {
 
+// q: (B, T, H, D); the attention kernels tile D up to kMaxAttentionHeadDim.
+std::string head_dim_refusal(const Tensor& q) {
+  if (q.rank() != 4 || q.size(3) <= kMaxAttentionHeadDim) return {};
+  return "head dim " + std::to_string(q.size(3)) + " > " + std::to_string(kMaxAttentionHeadDim);
+}
+
 KernelTable make_table() {
   KernelTable table;
   const DTypeSet floats{DType::f32, DType::bf16, DType::f16};
@@ -22,6 +28,8 @@ KernelTable make_table() {
   table.quantize_dtypes = codes;
   table.dequantize_dtypes = codes;
   table.qmatmul_dtypes = codes;
+  table.attention_fwd_refusal = [](const AttentionFwdArgs& a) { return head_dim_refusal(a.q); };
+  table.attention_bwd_refusal = [](const AttentionBwdArgs& a) { return head_dim_refusal(a.q); };
   return table;
 }
 

@@ -1,5 +1,6 @@
 // Dispatch behaviour, with a deliberately faulty test device: unsupported ops fail with an
-// error that names the op, device and dtype; H2_FALLBACK_OPS routes them to the CPU; H2_CHECK_OPS
+// error that names the op, device and dtype; H2_FALLBACK_OPS routes them to the CPU; a kernel
+// that refuses a shape has that call run on the CPU (warned once); H2_CHECK_OPS
 // (autocompare) catches a kernel that computes wrong values; views are handled for kContiguous
 // ops; tensors on different devices are rejected.
 #include <gtest/gtest.h>
@@ -67,6 +68,10 @@ class FaultyDevice final : public Device {
         kernels_(cpu::cpu_kernel_table()) {
     kernels_.add = &faulty_add;
     kernels_.add_dtypes = {DType::f32, DType::i32};
+    // Like a vendor kernel with a size limit (CUDA attention's head dim): larger calls refused.
+    kernels_.add_refusal = [](const AddArgs& a) {
+      return a.out.numel() > 16 ? "more than 16 elements" : std::string();
+    };
     kernels_.copy = &recorded_copy;
     kernels_.swiglu_fwd = nullptr;
     props_.name = "faulty-chip";
@@ -241,6 +246,38 @@ TEST_F(DispatchTest, AutocompareSkipsWhatTheCpuLacks) {
   EXPECT_NE(logged().find("H2_CHECK_OPS: add for i32 is not compared: cpu lacks it"),
             std::string::npos)
       << logged();
+}
+
+TEST_F(DispatchTest, AShapeTheKernelRefusesRunsOnTheCpu) {
+  std::vector<float> a(20), b(20);
+  for (int i = 0; i < 20; ++i) a[size_t(i)] = float(i), b[size_t(i)] = float(100 * i);
+  Tensor big_a = on(faulty(), a, {20}), big_b = on(faulty(), b, {20});
+  Tensor big = Tensor::empty({20}, DType::f32, faulty());
+  const AddArgs refused{.out = big, .a = big_a, .b = big_b};
+  EXPECT_EQ(faulty().refusal(Op::add, refused), "more than 16 elements");
+  for (int i = 0; i < 2; ++i) ops::add(refused);
+  const std::vector<float> got = tensor_to_floats(big);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(got[size_t(i)], float(101 * i)) << i;  // not faulty's +1
+  const std::string log = logged();
+  EXPECT_NE(log.find("add on faulty:0 (faulty-chip): more than 16 elements; running it on the cpu"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("more than 16"), log.rfind("more than 16")) << "warned more than once";
+  // A call within the limit runs on the device itself (faulty's +1 shows it).
+  Tensor small = on(faulty(), {1, 2}, {2});
+  EXPECT_EQ(faulty().refusal(Op::add, AddArgs{.out = small, .a = small}), "");
+  ops::add({.out = small, .a = small, .b = small});
+  EXPECT_EQ(tensor_to_floats(small), (std::vector<float>{3, 5}));
+  // Where the CPU cannot run it either (i32 add), the refusal is an error naming the reason.
+  Tensor ints = Tensor::zeros({20}, DType::i32, faulty());
+  try {
+    ops::add({.out = ints, .a = ints, .b = ints});
+    FAIL() << "expected UnsupportedError";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 16 elements, and the cpu cannot run it"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(DispatchTest, NoFallbackHintWhereFallbackCannotHelp) {

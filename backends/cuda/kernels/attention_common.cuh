@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/kernels.h"
 
 namespace h2::cuda {
 
@@ -50,6 +51,7 @@ template <class Fn>
 void visit_head_dim(int head_dim, const char* op, Fn&& fn) {
   if (head_dim <= 64) return fn(std::integral_constant<int, 2>{});
   if (head_dim <= 128) return fn(std::integral_constant<int, 4>{});
+  static_assert(kMaxAttentionHeadDim == 256, "the tiles below cover head dims up to 256");
   if (head_dim <= 256) return fn(std::integral_constant<int, 8>{});
   throw_unsupported(__FILE__, __LINE__,
                     str_cat("cuda ", op, ": head dim ", head_dim, " > 256 is not implemented"));

@@ -10,6 +10,10 @@
 
 namespace h2::cuda {
 
+// The attention kernels tile head dims up to this; the kernel table refuses longer heads, which
+// dispatch then runs on the CPU.
+inline constexpr int kMaxAttentionHeadDim = 256;
+
 #define H2_OP(name, Args, layout, summary) void name(const Args& args, Stream& stream);
 #include "core/ops.def"
 #undef H2_OP
