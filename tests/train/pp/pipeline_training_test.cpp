@@ -100,7 +100,7 @@ TEST_P(Pipeline, MatchesOneProcessAccumulatingTheSameMicroBatches) {
   // so the gradients themselves are compared, after one step, through the first moments
   // (0.1 x the gradient), and the parameters after 5 steps within a looser bound.
   EXPECT_LE(max_relative_difference(pp, single), 1e-3);
-  const auto [single1, pp1] = train_both(c, fresh_dir("h2_pp_" + c.name + "_1"), 1);
+  const auto [single1, pp1] = train_both(c, fresh_dir("h2_pp_" + c.name + "_one_step"), 1);
   EXPECT_LE(max_relative_difference(pp1, single1, checkpoint::Section::optimizer), 1e-5);
 }
 
