@@ -4,7 +4,7 @@
 // (Overflow::standard: E4M3 -> NaN, E5M2 -> Inf; E2M1 has neither and always saturates). NaN in
 // stays NaN where the format has one (sign kept: E4M3 0x7f/0xff, E5M2 0x7e/0xfe); E2M1 has none
 // and NaN becomes +6 (code 0x7), as CUDA's __nv_cvt_float_to_fp4 does. -0 keeps its sign.
-// Facts: ../shared/design/FORMATS.md. The math itself is core/lowp/format_codec.h, header-only
+// Facts and sources: docs/numerics.md. The math itself is core/lowp/format_codec.h, header-only
 // and usable from CUDA device code.
 //
 // Scalar functions are the reference; the *_n batch functions are the vectorised production path

@@ -5,7 +5,7 @@
 //   dgrad    dx (N, I) = dy (N, O)  . W^T (I, O)^T     K = O
 //   wgrad    dW (O, I) = dy^T (O, N) . x^T (I, N)^T    K = N (tokens)
 // `input` quantizes x (both layouts), `weight` W (both layouts), `grad` dy (both layouts).
-// Recipes (../shared/design/FORMATS.md):
+// Recipes (docs/numerics.md):
 //   fp8_current    per-tensor FP32 scale from this step's amax; E4M3 x and W, E5M2 dy
 //   fp8_delayed    as fp8_current, the scale from an amax history (DelayedScaling)
 //   fp8_blockwise  DeepSeek-V3: E4M3 everywhere; x and dy in 1 x 128 tiles, W in 128 x 128 blocks

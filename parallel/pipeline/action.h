@@ -2,7 +2,7 @@
 // transfer, or an FSDP/gradient-reduction step), and a Schedule is every rank's ordered list of
 // actions plus the shape that gives them meaning (ranks, stages, micro-batches, stage -> rank).
 //
-// Conventions (see ../../../shared/design/SCHEDULES.md):
+// Conventions (docs/architecture.md, "Pipelines"):
 //  - An action's `stage` is always a stage that lives on the rank whose list holds it. For
 //    SEND_*/RECV_* it is the local end of the transfer and `peer` the remote stage: SEND_F s -> s+1
 //    carries stage s's output activation, RECV_F s <- s-1 receives stage s's input, SEND_B s ->

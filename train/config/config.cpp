@@ -16,7 +16,6 @@
 namespace h2::config {
 namespace {
 
-// Sections of shared/design/CLI.md that later issues fill in; named so the message says so.
 std::string where(const std::string& source, const YAML::Node& node) {
   return fmt::format("{}:{}", source, node.Mark().line + 1);
 }

@@ -1,7 +1,7 @@
 // The training configuration: plain structs with defaults, one section per YAML map (model, train,
-// data, log, parallel, checkpoint; names are the contract of shared/design/CLI.md), and the
-// functions that load, override, validate, document and dump it. Every key is described once, in
-// the key table (keys.h); loading, `--set`, the help text and the YAML dump are all derived from
+// data, log, parallel, checkpoint; names are the contract users learn from `h2 train --help`), and
+// the functions that load, override, validate, document and dump it. Every key is described once,
+// in the key table (keys.h); loading, `--set`, the help text and the YAML dump are all derived from
 // it.
 //
 // Errors are h2::ConfigError, raised before any work, naming the key, the value and where the value
@@ -79,7 +79,7 @@ struct LogConfig {
   bool operator==(const LogConfig&) const = default;
 };
 
-// How the ranks of a job share the work (shared/design/CLI.md: single, dp, pipeline).
+// How the ranks of a job share the work: the plan of train/config/job_plan.h.
 struct ParallelConfig {
   // single: one process; dp: data parallel over every rank of the job (replicated model,
   // gradients all-reduced in buckets while backward runs); pipeline: every rank of the job is

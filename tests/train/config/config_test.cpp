@@ -62,6 +62,7 @@ parallel:
   stage_ranks: "2,1"
   fsdp: true
   gather_group: 2
+  replicas: 3
   plan: plans/mixed.yaml
   wire_dtype: bf16
 cluster:
@@ -128,6 +129,7 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.parallel.stage_ranks, "2,1");
   EXPECT_TRUE(c.parallel.fsdp);
   EXPECT_EQ(c.parallel.gather_group, 2);
+  EXPECT_EQ(c.parallel.replicas, 3);
   EXPECT_EQ(c.parallel.plan, "plans/mixed.yaml");
   EXPECT_EQ(c.parallel.wire_dtype, WireDtype::bf16);
   EXPECT_EQ(c.cluster.devices, "vchip:chip-a,cpu");
