@@ -73,14 +73,13 @@ int Llama::apply_precision(const lowp::PrecisionPolicy& policy, int64_t step, in
     std::vector<Linear*> linears;
     blocks_[size_t(layer)]->collect_linears(linears);
     for (Linear* linear : linears) {
-      const std::string name =
+      const lowp::Precision precision =
           policy.recipe_for(linear->module(), layer, n_layers, step, total_steps);
-      const bool compute = lowp::is_compute_recipe(name);
-      if (compute ? !linear->quantized() : linear->recipe_name() == name) continue;
-      if (compute)
+      if (linear->precision() == precision) continue;
+      if (precision == lowp::Precision::compute)
         linear->set_recipe(std::nullopt);
       else
-        linear->set_recipe(lowp::find_recipe(name, policy.mx_rule), policy.options);
+        linear->set_recipe(lowp::find_recipe(precision, policy.mx_rule), policy.options);
       ++changed;
     }
   }

@@ -40,10 +40,6 @@ bool glob_matches_prefix(std::string_view pattern, std::string_view module) {
 
 }  // namespace
 
-bool is_compute_recipe(std::string_view name) {
-  return name == "compute" || name == "f32" || name == "bf16";
-}
-
 bool module_matches(std::string_view patterns, std::string_view module) {
   while (!patterns.empty()) {
     size_t comma = patterns.find(',');
@@ -55,7 +51,8 @@ bool module_matches(std::string_view patterns, std::string_view module) {
   return false;
 }
 
-std::vector<PrecisionRule> parse_precision_rules(std::string_view text, std::string_view key) {
+std::vector<PrecisionRule> parse_precision_rules(std::string_view text, std::string_view key,
+                                                 std::string_view compute_dtype) {
   std::vector<PrecisionRule> rules;
   while (!trim(text).empty()) {
     size_t semicolon = text.find(';');
@@ -70,7 +67,9 @@ std::vector<PrecisionRule> parse_precision_rules(std::string_view text, std::str
       std::string_view pattern = trim(piece.substr(0, eq)), recipe = trim(piece.substr(eq + 1));
       if (pattern.empty() || recipe.empty())
         H2_THROW(ConfigError, "{}: '{}' needs both a module pattern and a recipe", key, piece);
-      rules.push_back({std::string(pattern), std::string(recipe)});
+      rules.push_back(
+          {std::string(pattern),
+           parse_gemm_precision(recipe, compute_dtype, fmt::format("{} rule '{}'", key, pattern))});
     }
     if (semicolon == std::string_view::npos) break;
     text.remove_prefix(semicolon + 1);
@@ -78,19 +77,16 @@ std::vector<PrecisionRule> parse_precision_rules(std::string_view text, std::str
   return rules;
 }
 
-void check_recipe_name(std::string_view name, std::string_view compute_dtype,
-                       std::string_view key) {
-  if (name == "compute" || name == compute_dtype) return;
+Precision parse_gemm_precision(std::string_view name, std::string_view compute_dtype,
+                               std::string_view key) {
+  if (name == compute_dtype) return Precision::compute;
   if (name == "f32" || name == "bf16")
     H2_THROW(ConfigError,
              "{}: '{}' differs from train.dtype {}; GEMMs outside a low-precision recipe run in "
              "the compute dtype (write 'compute', or change train.dtype)",
              key, name, compute_dtype);
-  try {
-    (void)find_recipe(name);
-  } catch (const ConfigError&) {
-    H2_THROW(ConfigError, "{}: unknown precision '{}'; use {}", key, name, recipe_name_list());
-  }
+  if (const std::optional<Precision> precision = parse_precision(name)) return *precision;
+  H2_THROW(ConfigError, "{}: unknown precision '{}'; use {}", key, name, recipe_name_list());
 }
 
 std::string recipe_name_list() {
@@ -99,9 +95,9 @@ std::string recipe_name_list() {
   return out;
 }
 
-std::string PrecisionPolicy::recipe_for(std::string_view module, int64_t layer, int64_t n_layers,
-                                        int64_t step, int64_t total_steps) const {
-  std::string chosen = recipe;
+Precision PrecisionPolicy::recipe_for(std::string_view module, int64_t layer, int64_t n_layers,
+                                      int64_t step, int64_t total_steps) const {
+  Precision chosen = recipe;
   for (const PrecisionRule& r : rules)
     if (module_matches(r.pattern, module)) chosen = r.recipe;
   if (layer < keep_first || layer >= n_layers - keep_last) chosen = keep_recipe;
@@ -112,11 +108,10 @@ std::string PrecisionPolicy::recipe_for(std::string_view module, int64_t layer, 
 }
 
 bool PrecisionPolicy::any_low_precision() const {
-  if (!is_compute_recipe(recipe) || !is_compute_recipe(keep_recipe) ||
-      !is_compute_recipe(target_recipe))
-    return true;
+  const auto low = [](Precision p) { return p != Precision::compute; };
+  if (low(recipe) || low(keep_recipe) || low(target_recipe)) return true;
   for (const PrecisionRule& r : rules)
-    if (!is_compute_recipe(r.recipe)) return true;
+    if (low(r.recipe)) return true;
   return false;
 }
 

@@ -29,40 +29,39 @@ struct LowPrecisionOptions {
 
 struct PrecisionRule {
   std::string pattern;  // "layers.*.mlp" or "layers.0.mlp, layers.1.mlp"
-  std::string recipe;
+  Precision recipe = Precision::compute;
 };
 
 struct PrecisionPolicy {
-  std::string recipe = "compute";
+  Precision recipe = Precision::compute;
   std::vector<PrecisionRule> rules;
   int64_t keep_first = 0;
   int64_t keep_last = 0;
-  std::string keep_recipe = "compute";
+  Precision keep_recipe = Precision::compute;
   double target_after = 1;  // fraction of the steps; 1: never switch
-  std::string target_recipe = "compute";
+  Precision target_recipe = Precision::compute;
   std::string target_modules = "*";
   MxScaleRule mx_rule = MxScaleRule::floor;
   LowPrecisionOptions options;
 
-  // The recipe name for module `module` in block `layer` of `n_layers` at 0-based `step`.
-  std::string recipe_for(std::string_view module, int64_t layer, int64_t n_layers, int64_t step,
-                         int64_t total_steps) const;
+  // The precision of module `module` in block `layer` of `n_layers` at 0-based `step`.
+  Precision recipe_for(std::string_view module, int64_t layer, int64_t n_layers, int64_t step,
+                       int64_t total_steps) const;
   // True when any setting can quantize something.
   bool any_low_precision() const;
 };
 
-// Parses "pattern=recipe; pattern=recipe" (key names the config key for errors); throws
-// ConfigError naming the piece that does not parse.
-std::vector<PrecisionRule> parse_precision_rules(std::string_view text, std::string_view key);
+// Parses "pattern=recipe; pattern=recipe" (key names the config key for errors; recipes as
+// parse_gemm_precision reads them); throws ConfigError naming the piece that does not parse.
+std::vector<PrecisionRule> parse_precision_rules(std::string_view text, std::string_view key,
+                                                 std::string_view compute_dtype = "f32");
 // Whether `module` matches a comma-separated glob list (see the header comment).
 bool module_matches(std::string_view patterns, std::string_view module);
-// Checks a recipe name: "compute", the compute dtype's own name (f32 or bf16), or a lowp recipe;
-// throws ConfigError naming `key` and the value otherwise.
-void check_recipe_name(std::string_view name, std::string_view compute_dtype, std::string_view key);
+// A precision as a config writes it: "compute", the compute dtype's own name (f32 or bf16, which
+// mean compute), or a recipe; throws ConfigError naming `key` and the value otherwise.
+Precision parse_gemm_precision(std::string_view name, std::string_view compute_dtype,
+                               std::string_view key);
 // Every name check_recipe_name would accept in some configuration (for help texts).
 std::string recipe_name_list();
-
-// True for "compute", "f32" and "bf16": GEMMs in the compute dtype, nothing quantized.
-bool is_compute_recipe(std::string_view name);
 
 }  // namespace h2::lowp

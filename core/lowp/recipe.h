@@ -16,6 +16,7 @@
 // The MX recipes take the OCP floor scale rule by default; MxScaleRule::ceil selects round-up.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,8 +28,24 @@ namespace h2::lowp {
 enum class Scaling : uint8_t { block, current, delayed };
 enum class MxScaleRule : uint8_t { floor, ceil };
 
+// A block linear's GEMM precision: the model's compute dtype, or one of the recipes above, in
+// the order of the table. Parsed from configs once (precision_policy.h); names as written there.
+enum class Precision : uint8_t {
+  compute,
+  fp8_current,
+  fp8_delayed,
+  fp8_blockwise,
+  mxfp8,
+  mxfp4,
+  nvfp4
+};
+std::string_view precision_name(Precision precision);
+// "compute" or a recipe name; nullopt otherwise.
+std::optional<Precision> parse_precision(std::string_view name);
+
 struct Recipe {
   std::string_view name;
+  Precision precision = Precision::compute;
   QuantSpec input;
   QuantSpec weight;
   QuantSpec grad;
@@ -36,8 +53,9 @@ struct Recipe {
   bool grad_stochastic = false;
 };
 
-// The recipe called `name` (with MX specs using `mx_rule`); throws ConfigError listing the names
-// otherwise.
+// The recipe of `precision` (with MX specs using `mx_rule`); Error for Precision::compute.
+Recipe find_recipe(Precision precision, MxScaleRule mx_rule = MxScaleRule::floor);
+// The recipe called `name`; throws ConfigError listing the names otherwise.
 Recipe find_recipe(std::string_view name, MxScaleRule mx_rule = MxScaleRule::floor);
 // Every recipe name, in the order of the table above.
 std::span<const std::string_view> recipe_names();

@@ -42,6 +42,9 @@ class Linear {
                   const lowp::LowPrecisionOptions& options = {});
   // The active recipe's name, or "compute".
   std::string_view recipe_name() const;
+  lowp::Precision precision() const {
+    return recipe_ ? recipe_->precision : lowp::Precision::compute;
+  }
   bool quantized() const { return recipe_.has_value(); }
 
   // out = x W^T.

@@ -11,6 +11,7 @@ namespace h2::test {
 namespace {
 
 using lowp::module_matches;
+using lowp::Precision;
 using lowp::PrecisionPolicy;
 
 TEST(PrecisionPolicy, PatternsMatchWholeSegmentsOrDottedPrefixes) {
@@ -32,9 +33,9 @@ TEST(PrecisionPolicy, RulesParseInOrderAndBadPiecesAreNamed) {
                                                  "precision.modules");
   ASSERT_EQ(rules.size(), 2u);
   EXPECT_EQ(rules[0].pattern, "layers.*.mlp");
-  EXPECT_EQ(rules[0].recipe, "nvfp4");
+  EXPECT_EQ(rules[0].recipe, Precision::nvfp4);
   EXPECT_EQ(rules[1].pattern, "layers.0.mlp");
-  EXPECT_EQ(rules[1].recipe, "compute");
+  EXPECT_EQ(rules[1].recipe, Precision::compute);
   EXPECT_TRUE(lowp::parse_precision_rules("", "k").empty());
   try {
     lowp::parse_precision_rules("layers.*.mlp nvfp4", "precision.modules (a.yaml:3)");
@@ -47,44 +48,49 @@ TEST(PrecisionPolicy, RulesParseInOrderAndBadPiecesAreNamed) {
 }
 
 TEST(PrecisionPolicy, ResolutionOrderDefaultRulesKeptBlocksThenTarget) {
-  PrecisionPolicy p{.recipe = "fp8_blockwise",
-                    .rules = {{"layers.*.mlp", "nvfp4"}, {"layers.*.mlp.down_proj", "mxfp8"}},
-                    .keep_first = 1,
-                    .keep_last = 1,
-                    .keep_recipe = "compute",
-                    .target_after = 0.8,
-                    .target_recipe = "bf16",
-                    .target_modules = "layers.*.mlp"};
+  PrecisionPolicy p{
+      .recipe = Precision::fp8_blockwise,
+      .rules = {{"layers.*.mlp", Precision::nvfp4}, {"layers.*.mlp.down_proj", Precision::mxfp8}},
+      .keep_first = 1,
+      .keep_last = 1,
+      .keep_recipe = Precision::compute,
+      .target_after = 0.8,
+      .target_recipe = Precision::fp8_current,
+      .target_modules = "layers.*.mlp"};
+  auto recipe_for = [&](std::string_view module, int64_t layer, int64_t L, int64_t step,
+                        int64_t steps) {
+    return lowp::precision_name(p.recipe_for(module, layer, L, step, steps));
+  };
   const int64_t L = 4, steps = 10;
-  EXPECT_EQ(p.recipe_for("layers.1.self_attn.q_proj", 1, L, 0, steps), "fp8_blockwise");
-  EXPECT_EQ(p.recipe_for("layers.1.mlp.up_proj", 1, L, 0, steps), "nvfp4");
-  EXPECT_EQ(p.recipe_for("layers.2.mlp.down_proj", 2, L, 0, steps), "mxfp8") << "later rule wins";
-  EXPECT_EQ(p.recipe_for("layers.0.mlp.up_proj", 0, L, 0, steps), "compute") << "first kept";
-  EXPECT_EQ(p.recipe_for("layers.3.self_attn.o_proj", 3, L, 0, steps), "compute") << "last kept";
+  EXPECT_EQ(recipe_for("layers.1.self_attn.q_proj", 1, L, 0, steps), "fp8_blockwise");
+  EXPECT_EQ(recipe_for("layers.1.mlp.up_proj", 1, L, 0, steps), "nvfp4");
+  EXPECT_EQ(recipe_for("layers.2.mlp.down_proj", 2, L, 0, steps), "mxfp8") << "later rule wins";
+  EXPECT_EQ(recipe_for("layers.0.mlp.up_proj", 0, L, 0, steps), "compute") << "first kept";
+  EXPECT_EQ(recipe_for("layers.3.self_attn.o_proj", 3, L, 0, steps), "compute") << "last kept";
   // ceil(0.8 * 10) = 8: steps 0..7 keep the recipe, 8 and 9 run the target.
-  EXPECT_EQ(p.recipe_for("layers.1.mlp.up_proj", 1, L, 7, steps), "nvfp4");
-  EXPECT_EQ(p.recipe_for("layers.1.mlp.up_proj", 1, L, 8, steps), "bf16");
-  EXPECT_EQ(p.recipe_for("layers.1.self_attn.q_proj", 1, L, 9, steps), "fp8_blockwise")
+  EXPECT_EQ(recipe_for("layers.1.mlp.up_proj", 1, L, 7, steps), "nvfp4");
+  EXPECT_EQ(recipe_for("layers.1.mlp.up_proj", 1, L, 8, steps), "fp8_current");
+  EXPECT_EQ(recipe_for("layers.1.self_attn.q_proj", 1, L, 9, steps), "fp8_blockwise")
       << "only target_modules switch";
   EXPECT_TRUE(p.any_low_precision());
   EXPECT_FALSE(PrecisionPolicy{}.any_low_precision());
-  const PrecisionPolicy plain_rules{.rules = {{"*", "bf16"}}};
+  const PrecisionPolicy plain_rules{.rules = {{"*", Precision::compute}}};
   EXPECT_FALSE(plain_rules.any_low_precision());
 }
 
 TEST(PrecisionPolicy, RecipeNamesAreCheckedAgainstTheComputeDtype) {
-  EXPECT_NO_THROW(lowp::check_recipe_name("compute", "f32", "precision.recipe"));
-  EXPECT_NO_THROW(lowp::check_recipe_name("bf16", "bf16", "precision.recipe"));
-  EXPECT_NO_THROW(lowp::check_recipe_name("nvfp4", "bf16", "precision.recipe"));
+  EXPECT_EQ(lowp::parse_gemm_precision("compute", "f32", "precision.recipe"), Precision::compute);
+  EXPECT_EQ(lowp::parse_gemm_precision("bf16", "bf16", "precision.recipe"), Precision::compute);
+  EXPECT_EQ(lowp::parse_gemm_precision("nvfp4", "bf16", "precision.recipe"), Precision::nvfp4);
   try {
-    lowp::check_recipe_name("bf16", "f32", "precision.target_recipe (c.yaml:9)");
+    lowp::parse_gemm_precision("bf16", "f32", "precision.target_recipe (c.yaml:9)");
     FAIL() << "bf16 with an f32 compute dtype accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("c.yaml:9"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("train.dtype f32"), std::string::npos);
   }
   try {
-    lowp::check_recipe_name("fp8_blocks", "f32", "precision.recipe");
+    lowp::parse_gemm_precision("fp8_blocks", "f32", "precision.recipe");
     FAIL() << "unknown recipe accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("'fp8_blocks'"), std::string::npos);

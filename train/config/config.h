@@ -62,6 +62,20 @@ enum class ParallelMode { single, dp, pipeline };     // "single|dp|pipeline"
 enum class WireDtype { compute, f32, bf16, f8e4m3 };  // "auto|f32|bf16|f8e4m3"
 using data::DataFormat;                               // "text|bin"
 using parallel::pipeline::ScheduleKind;               // "gpipe|1f1b|interleaved-1f1b|zb-h1"
+// precision.recipe, keep_recipe, target_recipe: "compute|f32|bf16|fp8_current|fp8_delayed|
+// fp8_blockwise|mxfp8|mxfp4|nvfp4"; f32 and bf16 must name train.dtype (checked at load).
+enum class PrecisionName {
+  compute,
+  f32,
+  bf16,
+  fp8_current,
+  fp8_delayed,
+  fp8_blockwise,
+  mxfp8,
+  mxfp4,
+  nvfp4
+};
+using lowp::MxScaleRule;  // precision.mx_scale: "floor|ceil"
 
 struct DataConfig {
   // A text file (byte-level tokens) or an llm.c-style .bin file of uint16 tokens. Relative paths
@@ -113,17 +127,17 @@ struct ClusterConfig {
 
 // Low-precision GEMMs of the block linear layers (core/lowp/precision_policy.h has the rules).
 struct PrecisionConfig {
-  std::string recipe = "compute";  // default recipe of every block linear
-  std::string modules;             // "pattern=recipe; ..." (YAML: also a map pattern: recipe)
-  int64_t keep_first = 0;          // first blocks kept at keep_recipe
-  int64_t keep_last = 0;           // last blocks kept at keep_recipe
-  std::string keep_recipe = "compute";
+  PrecisionName recipe = PrecisionName::compute;  // default recipe of every block linear
+  std::string modules;     // "pattern=recipe; ..." (YAML: also a map pattern: recipe)
+  int64_t keep_first = 0;  // first blocks kept at keep_recipe
+  int64_t keep_last = 0;   // last blocks kept at keep_recipe
+  PrecisionName keep_recipe = PrecisionName::compute;
   double target_after = 1;  // fraction of train.steps after which target_modules switch; 1: never
-  std::string target_recipe = "compute";
+  PrecisionName target_recipe = PrecisionName::compute;
   std::string target_modules = "*";
-  std::string mx_scale = "floor";  // MX scale rule: floor (OCP) or ceil (round-up)
-  int64_t delayed_history = 1024;  // fp8_delayed amax history length (micro-batches)
-  int64_t delayed_margin = 0;      // fp8_delayed: scale = max_finite / (amax * 2^margin)
+  MxScaleRule mx_scale = MxScaleRule::floor;  // MX scale rule: floor (OCP) or ceil (round-up)
+  int64_t delayed_history = 1024;             // fp8_delayed amax history length (micro-batches)
+  int64_t delayed_margin = 0;                 // fp8_delayed: scale = max_finite / (amax * 2^margin)
   bool operator==(const PrecisionConfig&) const = default;
 };
 

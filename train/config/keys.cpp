@@ -41,6 +41,10 @@ using CL = ClusterConfig;
 using PR = PrecisionConfig;
 using KT = KeyType;
 
+// The names of config::PrecisionName, in its order.
+constexpr std::string_view kPrecisionChoices =
+    "compute|f32|bf16|fp8_current|fp8_delayed|fp8_blockwise|mxfp8|mxfp4|nvfp4";
+
 constexpr Range at_least(double lo) {
   return Range{lo, HUGE_VAL, false, false};
 }
@@ -165,9 +169,13 @@ const KeyInfo kKeys[] = {
      "one device per rank, comma-separated (vchip:chip-a,vchip:chip-b,...); empty: "
      "train.device everywhere"},
 
-    {"precision.recipe", KT::string, &field<&TC::precision, &PR::recipe>,
+    {"precision.recipe",
+     KT::choice,
+     choice<&TC::precision, &PR::recipe>(),
      "GEMM recipe of every block linear: compute (train.dtype), fp8_current, fp8_delayed, "
-     "fp8_blockwise, mxfp8, mxfp4, nvfp4"},
+     "fp8_blockwise, mxfp8, mxfp4, nvfp4",
+     {},
+     kPrecisionChoices},
     {"precision.modules", KT::string, &field<&TC::precision, &PR::modules>,
      "per-module recipes, later wins: \"layers.*.mlp=nvfp4; layers.*.self_attn=fp8_blockwise\" "
      "(YAML: or a map pattern: recipe; '*' matches within one dotted name segment)"},
@@ -175,18 +183,26 @@ const KeyInfo kKeys[] = {
      "first blocks kept at keep_recipe", at_least(0)},
     {"precision.keep_last", KT::integer, &field<&TC::precision, &PR::keep_last>,
      "last blocks kept at keep_recipe", at_least(0)},
-    {"precision.keep_recipe", KT::string, &field<&TC::precision, &PR::keep_recipe>,
-     "recipe of the kept first and last blocks"},
+    {"precision.keep_recipe",
+     KT::choice,
+     choice<&TC::precision, &PR::keep_recipe>(),
+     "recipe of the kept first and last blocks",
+     {},
+     kPrecisionChoices},
     {"precision.target_after", KT::number, &field<&TC::precision, &PR::target_after>,
      "fraction of train.steps after which target_modules switch to target_recipe; 1: never",
      Range{0, 1, false, false}},
-    {"precision.target_recipe", KT::string, &field<&TC::precision, &PR::target_recipe>,
-     "the higher precision switched to after target_after"},
+    {"precision.target_recipe",
+     KT::choice,
+     choice<&TC::precision, &PR::target_recipe>(),
+     "the higher precision switched to after target_after",
+     {},
+     kPrecisionChoices},
     {"precision.target_modules", KT::string, &field<&TC::precision, &PR::target_modules>,
      "modules that switch (comma-separated globs)"},
     {"precision.mx_scale",
-     KT::string,
-     &field<&TC::precision, &PR::mx_scale>,
+     KT::choice,
+     choice<&TC::precision, &PR::mx_scale>(),
      "MX block scale rule: floor (OCP spec) or ceil (round-up, never saturates)",
      {},
      "floor|ceil"},

@@ -44,8 +44,9 @@ precision:
   EXPECT_EQ(p.rules[0].pattern, "layers.*.mlp");
   EXPECT_EQ(p.keep_last, 2);
   EXPECT_EQ(p.mx_rule, lowp::MxScaleRule::ceil);
-  EXPECT_EQ(p.recipe_for("layers.1.mlp.up_proj", 1, 4, 0, 100), "nvfp4");
-  EXPECT_EQ(p.recipe_for("layers.1.mlp.up_proj", 1, 4, 80, 100), "bf16");
+  EXPECT_EQ(p.recipe_for("layers.1.mlp.up_proj", 1, 4, 0, 100), lowp::Precision::nvfp4);
+  // target_recipe bf16 with train.dtype bf16: the compute dtype.
+  EXPECT_EQ(p.recipe_for("layers.1.mlp.up_proj", 1, 4, 80, 100), lowp::Precision::compute);
   EXPECT_EQ(p.options.seed, uint64_t(c.train.seed));
 }
 
