@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-namespace h2::launcher {
+namespace h2::cli {
 
 struct Command {
   CLI::App* app;
@@ -25,15 +25,17 @@ Command make_export_command(CLI::App& parent);      // export_command.cpp
 Command make_import_command(CLI::App& parent);      // import_command.cpp
 Command make_logits_command(CLI::App& parent);      // logits_command.cpp
 Command make_comm_bench_command(CLI::App& parent);  // comm_bench/comm_bench_command.cpp
+Command make_profile_command(CLI::App& parent);     // profile_command.cpp
+Command make_plan_command(CLI::App& parent);        // plan_command.cpp
 
 class CommandSet {
  public:
   explicit CommandSet(CLI::App& app)
-      : commands_{make_train_command(app),      make_generate_command(app),
-                  make_export_command(app),     make_import_command(app),
-                  make_logits_command(app),     make_demo_command(app),
-                  make_comm_bench_command(app), make_devices_command(app),
-                  make_ops_command(app),        make_env_command(app)} {}
+      : commands_{
+            make_train_command(app),   make_generate_command(app), make_export_command(app),
+            make_import_command(app),  make_logits_command(app),   make_profile_command(app),
+            make_plan_command(app),    make_demo_command(app),     make_comm_bench_command(app),
+            make_devices_command(app), make_ops_command(app),      make_env_command(app)} {}
   // Runs the subcommand that was parsed; 2 when none was.
   int run_parsed() const {
     for (const Command& command : commands_)
@@ -45,4 +47,4 @@ class CommandSet {
   std::vector<Command> commands_;
 };
 
-}  // namespace h2::launcher
+}  // namespace h2::cli

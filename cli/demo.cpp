@@ -15,7 +15,7 @@
 #include "core/tensor_host.h"
 #include "core/tolerance.h"
 
-namespace h2::launcher {
+namespace h2::cli {
 namespace {
 
 struct DemoOptions {
@@ -206,4 +206,4 @@ Command make_demo_command(CLI::App& parent) {
   return {app, [options] { return run_demo(*options); }};
 }
 
-}  // namespace h2::launcher
+}  // namespace h2::cli

@@ -15,7 +15,7 @@
 #include "train/checkpoint/hf_format.h"
 #include "train/model_loading.h"
 
-namespace h2::launcher {
+namespace h2::cli {
 namespace {
 
 struct ExportOptions {
@@ -101,4 +101,4 @@ Command make_export_command(CLI::App& parent) {
   return {app, [options] { return run_export(*options); }};
 }
 
-}  // namespace h2::launcher
+}  // namespace h2::cli

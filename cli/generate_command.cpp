@@ -17,7 +17,7 @@
 #include "train/data/tokenizer.h"
 #include "train/model_loading.h"
 
-namespace h2::launcher {
+namespace h2::cli {
 namespace {
 
 struct GenerateOptions {
@@ -92,4 +92,4 @@ Command make_generate_command(CLI::App& parent) {
   return {app, [options] { return run_generate(*options); }};
 }
 
-}  // namespace h2::launcher
+}  // namespace h2::cli

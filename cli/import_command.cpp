@@ -14,7 +14,7 @@
 #include "train/checkpoint/hf_format.h"
 #include "train/config/config.h"
 
-namespace h2::launcher {
+namespace h2::cli {
 namespace {
 namespace fs = std::filesystem;
 
@@ -95,4 +95,4 @@ Command make_import_command(CLI::App& parent) {
   return {app, [options] { return run_import(*options); }};
 }
 
-}  // namespace h2::launcher
+}  // namespace h2::cli

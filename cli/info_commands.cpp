@@ -11,7 +11,7 @@
 #include "comm/topology/rdma_topology.h"
 #include "core/env.h"
 
-namespace h2::launcher {
+namespace h2::cli {
 
 Command make_devices_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
@@ -74,4 +74,4 @@ Command make_env_command(CLI::App& parent) {
           }};
 }
 
-}  // namespace h2::launcher
+}  // namespace h2::cli

@@ -15,7 +15,7 @@
 #include "train/checkpoint/hf_format.h"
 #include "train/model_loading.h"
 
-namespace h2::launcher {
+namespace h2::cli {
 namespace {
 
 struct LogitsOptions {
@@ -80,4 +80,4 @@ Command make_logits_command(CLI::App& parent) {
   return {app, [options] { return run_logits(*options); }};
 }
 
-}  // namespace h2::launcher
+}  // namespace h2::cli

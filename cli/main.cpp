@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"H2: train large language models on heterogeneous clusters", "h2"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "h2 0.1.0");
-  h2::launcher::CommandSet commands(app);
+  h2::cli::CommandSet commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

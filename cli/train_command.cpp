@@ -9,6 +9,7 @@
 
 #include "backends/registry.h"
 #include "cli/command.h"
+#include "cli/job_cluster.h"
 #include "comm/timeouts.h"
 #include "comm/world/world.h"
 #include "core/error.h"
@@ -16,7 +17,7 @@
 #include "train/config/plan.h"
 #include "train/trainer.h"
 
-namespace h2::launcher {
+namespace h2::cli {
 Command make_train_command(CLI::App& parent) {
   struct Options {
     std::string config_path;
@@ -35,6 +36,9 @@ Command make_train_command(CLI::App& parent) {
         if (!cfg.parallel.plan.empty())  // before anything reads the stages or devices
           config::apply_plan(config::load_plan(cfg.parallel.plan), cfg, rank.size);
         RuntimeOptions runtime_options = RuntimeOptions::from_env();
+        const std::optional<Cluster> cluster = job_cluster(cfg);
+        std::vector<int> chips;
+        if (cluster) chips = apply_cluster(*cluster, cfg, runtime_options, rank.size);
         // Ranks sharing a node share its cores: each takes its share unless told otherwise.
         if (runtime_options.cpu.threads == 0 && rank.local_size > 1)
           runtime_options.cpu.threads = std::max(1, comm::usable_cpu_count() / rank.local_size);
@@ -49,7 +53,8 @@ Command make_train_command(CLI::App& parent) {
         std::unique_ptr<comm::Communicator> alone;
         if (rank.size > 1)
           world = comm::World::join(
-              rank, runtime->device(config::device_for_rank(cfg, rank.rank, rank.size)));
+              rank, runtime->device(config::device_for_rank(cfg, rank.rank, rank.size)),
+              comm::WorldOptions{.cluster = cluster ? &*cluster : nullptr, .cluster_chips = chips});
         else
           alone = comm::loopback_communicator();
         train::Trainer trainer(
@@ -71,4 +76,4 @@ Command make_train_command(CLI::App& parent) {
       }};
 }
 
-}  // namespace h2::launcher
+}  // namespace h2::cli

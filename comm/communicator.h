@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/device.h"
 #include "core/tensor.h"
 
 namespace h2::comm {
@@ -51,6 +52,9 @@ class Communicator {
   virtual std::string name() const = 0;
   // Whether this communicator moves `device`'s memory directly (else it stages through host).
   virtual bool can_connect(const Device& device) const = 0;
+  // Emulated links (an emulated cluster's paced transfers, this process's): how often a transfer
+  // arrived later than its link allowed (core/device.h). Zero where links are real.
+  virtual PacingStats link_pacing() const { return {}; }
 
   // Ranks passing the same `color` form one new communicator, ranked by (key, old rank). Every
   // rank calls it; a negative colour joins none and gets nullptr.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,22 @@ struct DeviceProps {
   bool native_gemm(DType t) const { return peak_flops.contains(t); }
 };
 
+// Emulated hardware (virtual chips, paced links): how often the host's real time overran the
+// modelled time. Emulation is honest only while overruns are rare: a chip whose kernels the host
+// cannot compute within their modelled time measures the host, not the chip.
+struct PacingStats {
+  int64_t events = 0;     // paced kernels, copies or transfers
+  int64_t overruns = 0;   // of them, the ones that took longer in reality than modelled
+  double modelled_s = 0;  // their modelled time (time scale applied)
+  double overrun_s = 0;   // real time beyond the modelled time, summed
+  double overrun_share() const { return modelled_s > 0 ? overrun_s / modelled_s : 0.0; }
+  PacingStats& operator+=(const PacingStats& o) {
+    events += o.events, overruns += o.overruns, modelled_s += o.modelled_s,
+        overrun_s += o.overrun_s;
+    return *this;
+  }
+};
+
 struct AllocatorStats {
   int64_t bytes_in_use = 0;        // handed out and not yet returned
   int64_t peak_bytes_in_use = 0;   // high-water mark of bytes_in_use
@@ -64,6 +81,8 @@ class Allocator {
   // Returns memory from allocate(); `bytes` must be the size that was asked for.
   virtual void deallocate(void* ptr, size_t bytes) = 0;
   virtual AllocatorStats stats() const = 0;
+  // Restarts the high-water mark at the bytes in use now (to measure one phase's peak).
+  virtual void reset_peak() = 0;
   // Gives cached blocks back to the system. Optional: a no-op where nothing is cached.
   virtual void release_cache() {}
 };
@@ -121,6 +140,10 @@ class Device {
   }
   // The same with the args struct type-erased (`args` must point to op's Args struct).
   std::string refusal(Op op, DType key_dtype, const void* args) const;
+
+  // Emulated devices: how often the host overran the modelled time since creation (PacingStats);
+  // nullopt for real devices.
+  virtual std::optional<PacingStats> pacing() const { return std::nullopt; }
 
   // The runtime that registered this device (fallback and autocompare need the CPU device).
   Runtime& runtime() const;

@@ -25,6 +25,9 @@ constexpr EnvKnob kKnobs[] = {
      "CPU peak FP32 GFLOP/s for MFU figures; 0 assumes 165 per thread (OpenBLAS SGEMM measured)"},
     {"H2_VCHIP_CONFIG", "",
      "YAML file of virtual chip types to register; empty registers the built-in chips"},
+    {"H2_CLUSTER_FILE", "",
+     "cluster file (configs/clusters/*.yaml) whose chip each rank drives, in rank order; set by "
+     "h2run --cluster, read by h2 train when cluster.file is empty"},
     {"H2_VCHIP_TIME_SCALE", "1",
      "multiplies every virtual chip's modelled kernel time (0 disables pacing)"},
     {"H2_COMM_TIMEOUT", "300",

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <filesystem>
 #include <random>
 #include <utility>
 
@@ -47,7 +48,7 @@ std::string job_token(const RunOptions& options, const std::optional<std::string
 
 std::vector<std::string> rank_environment(const std::vector<std::string>& base,
                                           const RunOptions& options, const RankVars& vars) {
-  const std::pair<const char*, std::string> ours[] = {
+  std::vector<std::pair<const char*, std::string>> ours = {
       {"H2_RANK", std::to_string(options.node_rank * options.nproc + vars.local_rank)},
       {"H2_WORLD_SIZE", std::to_string(options.world_size())},
       {"H2_LOCAL_RANK", std::to_string(vars.local_rank)},
@@ -57,8 +58,10 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base,
       {"H2_JOB_TOKEN", vars.token},
       {"H2_RESTART", std::to_string(vars.attempt)},
   };
+  if (!options.cluster.empty())
+    ours.emplace_back("H2_CLUSTER_FILE", std::filesystem::absolute(options.cluster).string());
   std::vector<std::string> env;
-  env.reserve(base.size() + std::size(ours));
+  env.reserve(base.size() + ours.size());
   for (const std::string& entry : base) {
     bool replaced = false;
     for (const auto& [name, value] : ours)

@@ -30,6 +30,7 @@ SIGTERM sent to h2run are passed on to the ranks. Exit code 2: bad usage.
 
 Examples:
   h2run -n 4 -- h2 train configs/train/hetero-4.yaml
+  h2run -n 8 --cluster configs/clusters/mixed-8.yaml -- h2 train run.yaml --set parallel.plan=auto
   h2run -n 2 --max-restarts 3 --grace 10 -- h2 train run.yaml --set checkpoint.every=100
   H2_JOB_TOKEN=$SECRET h2run -n 8 --nnodes 2 --node-rank 0 --master node0:29500 -- h2 train run.yaml
   H2_JOB_TOKEN=$SECRET h2run -n 8 --nnodes 2 --node-rank 1 --master node0:29500 -- h2 train run.yaml)";
@@ -38,8 +39,8 @@ Examples:
 class UsageFormatter : public CLI::Formatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override {
-    return "Usage: h2run -n N [--nnodes K --node-rank R --master HOST:PORT] [--max-restarts M] "
-           "[--grace S] -- COMMAND [ARGS...]\n";
+    return "Usage: h2run -n N [--cluster FILE] [--nnodes K --node-rank R --master HOST:PORT] "
+           "[--max-restarts M] [--grace S] -- COMMAND [ARGS...]\n";
   }
 };
 
@@ -68,6 +69,10 @@ void add_run_flags(CLI::App& app, RunOptions& options) {
                  "H2_RESTART=attempt and resume from their newest checkpoint");
   app.add_option("--grace", options.grace_s,
                  "seconds a stopping rank gets between SIGTERM and SIGKILL (default 5)");
+  app.add_option("--cluster", options.cluster,
+                 "cluster file (configs/clusters/*.yaml): rank r drives the cluster's chip r "
+                 "(virtual chips, links paced as the file says); passed on as H2_CLUSTER_FILE")
+      ->check(CLI::ExistingFile);
   app.allow_extras();
   app.footer(kFooter);
 }

@@ -17,6 +17,7 @@ struct RunOptions {
   int master_port = 0;      // parsed from `master`
   int max_restarts = 0;     // --max-restarts
   double grace_s = 5;       // --grace: seconds between SIGTERM and SIGKILL when stopping ranks
+  std::string cluster;      // --cluster FILE: passed to every rank as H2_CLUSTER_FILE (absolute)
   std::vector<std::string> command;  // after `--`
 
   int world_size() const { return nnodes * nproc; }

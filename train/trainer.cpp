@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -16,6 +17,7 @@
 #include "train/checkpoint_state.h"
 #include "train/config/job_plan.h"
 #include "train/data/sampler.h"
+#include "train/emulation_monitor.h"
 #include "train/metrics/metrics_log.h"
 #include "train/precision_report.h"
 
@@ -62,6 +64,7 @@ struct Trainer::State {
   std::unique_ptr<parallel::PlanRuntime> engine;
   std::unique_ptr<data::WindowSampler> sampler;
   std::unique_ptr<parallel::pipeline::Timeline> timeline;  // during run()
+  std::unique_ptr<EmulationMonitor> emulation;             // during run()
   MetricsLog metrics;
   optim::LrSchedule schedule;
   double flops_per_token = 0;
@@ -178,6 +181,25 @@ struct Trainer::State {
     const auto stats = parallel::pipeline::gather_step_stats(job, runtime.cpu(), *timeline);
     parallel::pipeline::add_json_fields(stats, m.extra);
     if (plan.stages() > 1) m.extra_progress = parallel::pipeline::progress_fields(stats);
+    // What the plan predicted, beside what this interval measured.
+    if (config.prediction) {
+      m.extra["predicted_step_ms"] = config.prediction->step_ms;
+      m.extra["predicted_busy_ms"] = config.prediction->busy_ms;
+      m.extra_progress +=
+          fmt::format("{}predicted {:.0f} ms/step", m.extra_progress.empty() ? "" : " | ",
+                      config.prediction->step_ms);
+    }
+    // Honest emulation: how far the hosts overran their emulated chips and links.
+    if (const std::vector<double> shares = emulation->interval_shares(); !shares.empty()) {
+      const double worst = *std::max_element(shares.begin(), shares.end());
+      m.extra["emulation_overrun"] = worst;
+      m.extra["emulation_overrun_per_rank"] = shares;
+      if (worst > EmulationMonitor::kHonestLimit)
+        m.extra_progress += fmt::format(
+            "{}overrun {:.1f}% (>2%: the host, not the chips, sets "
+            "the pace; raise the time scale)",
+            m.extra_progress.empty() ? "" : " | ", 100 * worst);
+    }
     if (precision.any_low_precision()) {
       const PrecisionReport report = precision_report(model->linears());
       m.extra["precision"] = report.json;
@@ -238,6 +260,7 @@ TrainSummary Trainer::run() {
       s.engine->executor(), parallel::pipeline::TimelineOptions{.first_step = first_step + 1});
   s.engine->executor().set_observer(s.timeline.get());
   parallel::pipeline::align_clocks(s.job, s.runtime.cpu(), *s.timeline);
+  s.emulation = std::make_unique<EmulationMonitor>(s.device, s.job, s.runtime.cpu());
   if (s.model->apply_precision(s.precision, first_step, t.steps) > 0)
     s.print(fmt::format("precision of the block linears: {}", recipe_summary(s.model->linears())));
   std::vector<int32_t> inputs(size_t(t.batch_size * s.config.model.seq_len)),
@@ -298,13 +321,22 @@ TrainSummary Trainer::run() {
   summary.steps = t.steps;
   summary.tokens_per_s = tokens_per_step * double(t.steps - first_step) / total;
   summary.peak_mem_bytes = s.device.allocator().stats().peak_bytes_in_use;
+  std::vector<double> peaks;  // every rank's, MiB
+  for (const auto& p : parallel::gather_doubles(s.job, s.runtime.cpu(),
+                                                {double(summary.peak_mem_bytes) / (1 << 20)}))
+    peaks.push_back(p[0]);
   nlohmann::json done = {{"steps", summary.steps},
+                         {"peak_mem_mib_per_rank", peaks},
                          {"final_loss", summary.final_loss},
                          {"tokens_per_s", summary.tokens_per_s},
                          {"peak_mem_bytes", summary.peak_mem_bytes},
                          {"ranks", s.job.size()},
                          {"seconds", total}};
   if (summary.final_eval_loss >= 0) done["final_eval_loss"] = summary.final_eval_loss;
+  if (s.config.prediction) {
+    done["predicted_step_ms"] = s.config.prediction->step_ms;
+    done["predicted_peak_mib"] = s.config.prediction->peak_mib;
+  }
   if (s.rank == 0) s.metrics.write_done(done);
   return summary;
 }

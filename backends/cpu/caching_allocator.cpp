@@ -79,6 +79,11 @@ AllocatorStats CachingHostAllocator::stats() const {
   return stats_;
 }
 
+void CachingHostAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
 void CachingHostAllocator::release_cache() {
   std::lock_guard lock(mutex_);
   release_cache_locked();

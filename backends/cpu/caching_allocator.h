@@ -26,6 +26,7 @@ class CachingHostAllocator final : public Allocator {
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   AllocatorStats stats() const override;
+  void reset_peak() override;
   void release_cache() override;
 
   // The block size a request is served with.

@@ -139,6 +139,11 @@ AllocatorStats CudaCachingAllocator::stats() const {
   return stats_;
 }
 
+void CudaCachingAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
 void CudaCachingAllocator::release_cache() {
   DeviceGuard guard(device_index_);
   std::lock_guard lock(mutex_);

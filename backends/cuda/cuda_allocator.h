@@ -42,6 +42,7 @@ class CudaCachingAllocator final : public Allocator {
   // Never throws (Storage calls it from a destructor): CUDA failures are logged.
   void deallocate(void* ptr, size_t bytes) override;
   AllocatorStats stats() const override;
+  void reset_peak() override;
   void release_cache() override;
 
   // The block size a request is served with: multiples of 512 bytes up to 4 KiB, then four

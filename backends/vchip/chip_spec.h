@@ -16,20 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "core/cluster.h"
 #include "core/dtype.h"
 
 namespace h2::vchip {
 
-struct ChipSpec {
-  std::string name;
-  int count = 1;
-  int64_t memory_bytes = 0;
-  double memory_bandwidth = 0;
-  double link_bandwidth = 0;
-  std::map<DType, double> peak_flops;
-  DTypeSet dtypes;
-  double time_scale = 1;
-};
+// The chip type's fields (core/cluster.h): virtual chips and the planner read the same spec.
+using ChipSpec = h2::ChipSpec;
 
 // `source` names the text in error messages (a file path, or "built-in chips").
 std::vector<ChipSpec> parse_chip_specs(const std::string& yaml_text, const std::string& source);

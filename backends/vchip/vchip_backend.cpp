@@ -39,10 +39,20 @@ Device& PacedStream::device() {
 
 void PacedStream::sleep_until(Clock::time_point started, double seconds) {
   modelled_seconds_.fetch_add(seconds, std::memory_order_relaxed);
-  double scaled = seconds * device_.time_scale();
+  const double scaled = seconds * device_.time_scale();
   if (scaled <= 0) return;
-  std::this_thread::sleep_until(
-      started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(scaled)));
+  const Clock::time_point start =
+      started >= deadline_ && started - deadline_ < kQueueSlack ? deadline_ : started;
+  deadline_ =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(scaled));
+  const Clock::time_point now = Clock::now();
+  if (now > deadline_) {  // the host took longer than the chip would have
+    device_.record_pacing(scaled, std::chrono::duration<double>(now - deadline_).count());
+    deadline_ = now;
+    return;
+  }
+  device_.record_pacing(scaled, 0);
+  std::this_thread::sleep_until(deadline_);
 }
 
 void PacedStream::pace(const OpCost& cost, Clock::time_point started) {
@@ -65,6 +75,21 @@ VchipDevice::VchipDevice(const ChipSpec& spec, int index, double time_scale)
   props_.memory_bandwidth = spec.memory_bandwidth;
   props_.peak_flops = spec.peak_flops;
   props_.dtypes = spec.dtypes;
+}
+
+std::optional<PacingStats> VchipDevice::pacing() const {
+  std::lock_guard lock(pacing_mutex_);
+  return pacing_;
+}
+
+void VchipDevice::record_pacing(double modelled_s, double overrun_s) {
+  std::lock_guard lock(pacing_mutex_);
+  ++pacing_.events;
+  pacing_.modelled_s += modelled_s;
+  if (overrun_s > 0) {
+    ++pacing_.overruns;
+    pacing_.overrun_s += overrun_s;
+  }
 }
 
 std::unique_ptr<Stream> VchipDevice::create_stream() {

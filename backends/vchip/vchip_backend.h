@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "backends/cpu/caching_allocator.h"
@@ -20,7 +21,11 @@ namespace h2::vchip {
 
 class VchipDevice;
 
-// A synchronous stream that sleeps after each kernel until the modelled time has passed.
+// A synchronous stream that sleeps after each kernel until the modelled time has passed. Its
+// clock runs on: a kernel the host issues within kQueueSlack of the previous one's end starts at
+// that end, as on an asynchronous chip whose queue hides the host's bookkeeping and the sleep's
+// wake-up latency, so that pacing errors do not accumulate over many small kernels. A kernel
+// whose real time exceeds its modelled time is an overrun (PacingStats).
 class PacedStream final : public Stream {
  public:
   using Clock = std::chrono::steady_clock;
@@ -34,9 +39,11 @@ class PacedStream final : public Stream {
   double modelled_seconds() const { return modelled_seconds_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr std::chrono::microseconds kQueueSlack{1000};
   void sleep_until(Clock::time_point started, double seconds);
   VchipDevice& device_;
   std::atomic<double> modelled_seconds_ = 0;  // sum over every paced kernel and copy
+  Clock::time_point deadline_{};              // when the last paced kernel ends
 };
 
 class VchipDevice final : public Device {
@@ -58,6 +65,9 @@ class VchipDevice final : public Device {
   double time_scale() const { return time_scale_; }
   // Modelled seconds of `cost` on this chip, before time_scale.
   double modelled_seconds(const OpCost& cost) const;
+  std::optional<PacingStats> pacing() const override;
+  // Called by the chip's streams for every paced kernel or copy.
+  void record_pacing(double modelled_s, double overrun_s);
 
  private:
   ChipSpec spec_;
@@ -67,6 +77,8 @@ class VchipDevice final : public Device {
   cpu::CachingHostAllocator allocator_;
   PacedStream stream_;
   KernelTable kernels_;
+  mutable std::mutex pacing_mutex_;
+  PacingStats pacing_;
 };
 
 class VchipBackend final : public Backend {

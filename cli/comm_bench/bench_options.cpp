@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 
-namespace h2::launcher::comm_bench {
+namespace h2::cli::comm_bench {
 namespace {
 
 std::string lower(std::string_view text) {
@@ -349,4 +349,4 @@ Bandwidth bandwidth(Collective c, const RowCounts& row, double seconds, int nran
   return b;
 }
 
-}  // namespace h2::launcher::comm_bench
+}  // namespace h2::cli::comm_bench

@@ -15,7 +15,7 @@
 #include "comm/communicator.h"
 #include "core/dtype.h"
 
-namespace h2::launcher::comm_bench {
+namespace h2::cli::comm_bench {
 
 enum class Collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, sendrecv };
 
@@ -115,4 +115,4 @@ struct Bandwidth {
 };
 Bandwidth bandwidth(Collective c, const RowCounts& row, double seconds, int nranks);
 
-}  // namespace h2::launcher::comm_bench
+}  // namespace h2::cli::comm_bench

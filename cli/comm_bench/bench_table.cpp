@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-namespace h2::launcher::comm_bench {
+namespace h2::cli::comm_bench {
 namespace {
 
 __attribute__((format(printf, 1, 2))) std::string printf_string(const char* format, ...) {
@@ -110,4 +110,4 @@ std::string format_trailer(const TableTotals& totals) {
   return out;
 }
 
-}  // namespace h2::launcher::comm_bench
+}  // namespace h2::cli::comm_bench

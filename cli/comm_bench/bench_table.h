@@ -10,7 +10,7 @@
 
 #include "cli/comm_bench/bench_options.h"
 
-namespace h2::launcher::comm_bench {
+namespace h2::cli::comm_bench {
 
 // One half of a row (out-of-place or in-place).
 struct Measurement {
@@ -52,4 +52,4 @@ class TableTotals {
 // "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1.234 \n#\n"
 std::string format_trailer(const TableTotals& totals);
 
-}  // namespace h2::launcher::comm_bench
+}  // namespace h2::cli::comm_bench

@@ -30,7 +30,7 @@
 #include "core/tensor.h"
 #include "core/tensor_host.h"
 
-namespace h2::launcher {
+namespace h2::cli {
 namespace {
 
 using comm::ReduceOp;
@@ -377,4 +377,4 @@ Command make_comm_bench_command(CLI::App& parent) {
           }};
 }
 
-}  // namespace h2::launcher
+}  // namespace h2::cli

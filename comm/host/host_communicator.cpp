@@ -129,11 +129,18 @@ HostCommOptions HostCommOptions::from_env() {
 }
 
 HostCommunicator::HostCommunicator(std::unique_ptr<Transport> transport, TransportFactory factory,
-                                   std::string prefix, HostCommOptions options)
+                                   std::string prefix, HostCommOptions options,
+                                   std::vector<int> members)
     : transport_(std::move(transport)),
       factory_(std::move(factory)),
       prefix_(std::move(prefix)),
-      options_(options) {}
+      options_(std::move(options)),
+      members_(std::move(members)) {
+  if (members_.empty())
+    for (int r = 0; r < transport_->size(); ++r) members_.push_back(r);
+  H2_CHECK(int(members_.size()) == transport_->size(), "{} members for a group of {}",
+           members_.size(), transport_->size());
+}
 
 HostCommunicator::~HostCommunicator() = default;
 
@@ -288,8 +295,10 @@ std::unique_ptr<Communicator> HostCommunicator::split(int color, int key) {
                    [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
   const int new_rank = int(std::find(members.begin(), members.end(), rank()) - members.begin());
   const std::string prefix = fmt::format("{}/split{}/color{}", prefix_, split_index, color);
-  return std::make_unique<HostCommunicator>(factory_(prefix, new_rank, int(members.size())),
-                                            factory_, prefix, options_);
+  std::vector<int> root_ranks;
+  for (int m : members) root_ranks.push_back(members_[size_t(m)]);
+  return std::make_unique<HostCommunicator>(factory_(prefix, new_rank, root_ranks), factory_,
+                                            prefix, options_, root_ranks);
 }
 
 std::unique_ptr<Request> HostCommunicator::isend(const Tensor& tensor, int peer, int tag) {

@@ -19,29 +19,36 @@ namespace h2::comm {
 
 class Exchange;
 
-// Builds the transport of a new group (for split): `prefix` is unique to the group.
-using TransportFactory =
-    std::function<std::unique_ptr<Transport>(const std::string& prefix, int rank, int size)>;
+// Builds the transport of a new group (for split): `prefix` is unique to the group, `members` are
+// its ranks as ranks of the root communicator (the world), in the group's order, and this rank is
+// members[rank].
+using TransportFactory = std::function<std::unique_ptr<Transport>(
+    const std::string& prefix, int rank, const std::vector<int>& members)>;
 
 struct HostCommOptions {
   Millis timeout{300000};
   size_t ring_threshold_bytes = 256 * 1024;
   size_t segment_bytes = 1 << 20;
-  uint64_t spins_before_yield = 2000;  // see comm/timeouts.h
+  uint64_t spins_before_yield = 2000;        // see comm/timeouts.h
+  std::function<PacingStats()> link_pacing;  // emulated links' figures, if the transport paces
   // From the environment (H2_COMM_TIMEOUT, H2_COMM_RING_THRESHOLD, H2_COMM_SEGMENT).
   static HostCommOptions from_env();
 };
 
 class HostCommunicator final : public Communicator {
  public:
+  // `members`: this group's ranks as root ranks (empty: the root itself, 0 .. size - 1).
   HostCommunicator(std::unique_ptr<Transport> transport, TransportFactory factory,
-                   std::string prefix, HostCommOptions options);
+                   std::string prefix, HostCommOptions options, std::vector<int> members = {});
   ~HostCommunicator() override;
 
   int rank() const override { return transport_->rank(); }
   int size() const override { return transport_->size(); }
   std::string name() const override { return transport_->name(); }
   bool can_connect(const Device& device) const override { return transport_->reaches(device); }
+  PacingStats link_pacing() const override {
+    return options_.link_pacing ? options_.link_pacing() : PacingStats{};
+  }
   std::unique_ptr<Communicator> split(int color, int key) override;
 
   void all_reduce(const Tensor& out, const Tensor& in, ReduceOp op, Stream* stream) override;
@@ -68,6 +75,7 @@ class HostCommunicator final : public Communicator {
   TransportFactory factory_;
   std::string prefix_;
   HostCommOptions options_;
+  std::vector<int> members_;  // root ranks of this group's ranks
   uint16_t sequence_ = 0;
   int splits_ = 0;
   std::string poisoned_;  // the first CommError's message

@@ -22,6 +22,7 @@ class HierarchicalCommunicator final : public Communicator {
   int size() const override { return flat_->size(); }
   std::string name() const override;
   bool can_connect(const Device& device) const override { return local_->can_connect(device); }
+  PacingStats link_pacing() const override { return flat_->link_pacing(); }
   std::unique_ptr<Communicator> split(int color, int key) override;
 
   void all_reduce(const Tensor& out, const Tensor& in, ReduceOp op, Stream* stream) override;

@@ -13,6 +13,7 @@
 #include "comm/host/host_communicator.h"
 #include "comm/timeouts.h"
 #include "comm/transports/loopback/loopback_transport.h"
+#include "comm/transports/paced/paced_transport.h"
 #include "comm/transports/ucx/ucx_context.h"
 #include "comm/transports/ucx/ucx_transport.h"
 #include "comm/world/hierarchical_communicator.h"
@@ -29,9 +30,23 @@ namespace {
 // be split on different threads.
 TransportFactory ucx_factory(std::shared_ptr<UcxContext> context, std::string host, int port,
                              std::string token, Millis timeout) {
-  return [=](const std::string& prefix, int rank, int size) -> std::unique_ptr<Transport> {
+  return [=](const std::string& prefix, int rank,
+             const std::vector<int>& members) -> std::unique_ptr<Transport> {
     StoreClient store(host, port, token, timeout);
-    return UcxTransport::connect(context, store, prefix, rank, size, timeout);
+    return UcxTransport::connect(context, store, prefix, rank, int(members.size()), timeout);
+  };
+}
+
+// On an emulated cluster every transport is paced to the links between its members' chips.
+TransportFactory paced_factory(TransportFactory inner, const Cluster* cluster,
+                               std::vector<int> chips, std::shared_ptr<LinkPacing> pacing) {
+  return [=](const std::string& prefix, int rank,
+             const std::vector<int>& members) -> std::unique_ptr<Transport> {
+    auto link = [cluster, chips, members, rank](int peer) {
+      return cluster->link(chips[size_t(members[size_t(rank)])],
+                           chips[size_t(members[size_t(peer)])]);
+    };
+    return std::make_unique<PacedTransport>(inner(prefix, rank, members), link, pacing);
   };
 }
 
@@ -98,9 +113,9 @@ std::unique_ptr<Communicator> build_world_communicator(Store& store,
 }  // namespace
 
 std::unique_ptr<Communicator> loopback_communicator() {
-  TransportFactory factory = [](const std::string&, int rank, int size) {
-    H2_CHECK(rank == 0 && size == 1, "a loopback group has one rank; asked for rank {} of {}", rank,
-             size);
+  TransportFactory factory = [](const std::string&, int rank, const std::vector<int>& members) {
+    H2_CHECK(rank == 0 && members.size() == 1,
+             "a loopback group has one rank; asked for rank {} of {}", rank, members.size());
     return std::unique_ptr<Transport>(std::make_unique<LoopbackTransport>());
   };
   return std::make_unique<HostCommunicator>(std::make_unique<LoopbackTransport>(),
@@ -131,10 +146,28 @@ std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
 
   auto context = UcxContext::create();
   TransportFactory factory = ucx_factory(context, info.store_host, port, info.token, timeout);
-  auto transport =
-      UcxTransport::connect(context, *world->store_, "world", info.rank, info.size, timeout);
   HostCommOptions host_options = HostCommOptions::from_env();
   host_options.spins_before_yield = spins_before_yield(info.local_size);
+  std::unique_ptr<Transport> transport =
+      UcxTransport::connect(context, *world->store_, "world", info.rank, info.size, timeout);
+  if (options.cluster != nullptr) {
+    if (options.cluster->size() != info.size)
+      H2_THROW(ConfigError, "{}: the cluster has {} chips; the job has {} ranks (one per chip)",
+               options.cluster->source, options.cluster->size(), info.size);
+    auto pacing = std::make_shared<LinkPacing>();
+    const Cluster* cluster = options.cluster;
+    std::vector<int> chips = options.cluster_chips;
+    if (chips.empty())
+      for (int r = 0; r < info.size; ++r) chips.push_back(r);
+    transport = std::make_unique<PacedTransport>(
+        std::move(transport),
+        [cluster, chips, rank = info.rank](int peer) {
+          return cluster->link(chips[size_t(rank)], chips[size_t(peer)]);
+        },
+        pacing);
+    factory = paced_factory(std::move(factory), cluster, chips, pacing);
+    host_options.link_pacing = [pacing] { return pacing->stats(); };
+  }
   auto flat = std::make_unique<HostCommunicator>(std::move(transport), std::move(factory), "world",
                                                  std::move(host_options));
   world->comm_ = build_world_communicator(*world->store_, std::move(flat), info, device, options);

@@ -12,6 +12,7 @@
 #include "comm/bootstrap/rank_env.h"
 #include "comm/communicator.h"
 #include "comm/store.h"
+#include "core/cluster.h"
 
 namespace h2::comm {
 
@@ -22,6 +23,10 @@ std::unique_ptr<Communicator> loopback_communicator();
 
 struct WorldOptions {
   std::string transport = "auto";  // auto, ucx, nccl
+  // An emulated cluster (one rank per chip, in rank order): transfers between ranks take the time
+  // its links say (comm/transports/paced). Not owned; must outlive the world. nullptr: real links.
+  const Cluster* cluster = nullptr;
+  std::vector<int> cluster_chips;  // the cluster chip each rank drives (empty: rank r, chip r)
   // Whether rank 0 serves the store. nullopt: decide from the launcher (h2run serves it itself,
   // every other launcher leaves it to rank 0). A world of one always serves itself.
   std::optional<bool> serve_store;

@@ -16,6 +16,19 @@ constexpr std::array<double, kNumActionKinds> kDefaults = {1, 2, 1, 1, 0, 0, 0, 
 Durations::Durations(int stages) {
   H2_CHECK(stages >= 1, "durations need at least one stage, got stages = {}", stages);
   table_.assign(static_cast<size_t>(stages), kDefaults);
+  flight_.assign(static_cast<size_t>(stages), {});
+}
+
+Durations& Durations::set_flight(int stage, ActionKind recv, double seconds) {
+  H2_CHECK(is_recv(recv), "a flight time belongs to a receive, not {}", action_kind_name(recv));
+  H2_CHECK(stage >= 0 && stage < stages() && seconds >= 0, "flight {} s for stage {} of {}",
+           seconds, stage, stages());
+  flight_[static_cast<size_t>(stage)][static_cast<size_t>(recv)] = seconds;
+  return *this;
+}
+
+double Durations::flight(int stage, ActionKind recv) const {
+  return flight_.at(static_cast<size_t>(stage))[static_cast<size_t>(recv)];
 }
 
 Durations& Durations::set(ActionKind kind, double duration) {
@@ -70,8 +83,9 @@ SimulationResult simulate(const Schedule& schedule, const Durations& durations,
     const auto r = static_cast<size_t>(rank);
     const Action& a = schedule.per_rank[r][index];
     double start = res.finish[r];
+    const double flight = is_recv(a.kind) ? durations.flight(a.stage, a.kind) : 0.0;
     for (const Position& p : producers) {
-      start = std::max(start, res.timeline[static_cast<size_t>(p.rank)][p.index].end);
+      start = std::max(start, res.timeline[static_cast<size_t>(p.rank)][p.index].end + flight);
     }
     const double d = durations.get(a.stage, a.kind);
     res.timeline[r][index] = {start, start + d};

@@ -4,7 +4,11 @@
 // Timing: every rank runs its list in order; an action starts when the rank is free and its
 // data dependencies (replay.h) have ended, and lasts durations.get(stage, kind). Transfers cost
 // what their SEND_*/RECV_* durations say: a RECV starts once its SEND has ended, so a RECV's
-// duration models the wire time. On a schedule without transfers, a remote dependency is free.
+// duration models the wire time. A transfer may instead fly (Durations::set_flight): its data
+// arrives `flight` after its SEND ended whatever the receiver does meanwhile, and the RECV starts
+// at the later of the arrival and the rank being free (the runtime posts receives early and waits
+// only for data that has not arrived); its duration is then the receiver's own work (staging).
+// On a schedule without transfers, a remote dependency is free.
 //
 // Stash: an F adds one activation to its rank's stash; a B releases it. With a split backward the
 // weight gradient still needs the stage's inputs, so by default W releases it
@@ -29,9 +33,13 @@ class Durations {
   Durations& set(int stage, ActionKind kind, double duration);  // one stage
   double get(int stage, ActionKind kind) const;
   int stages() const { return static_cast<int>(table_.size()); }
+  // Time on the wire of the transfer a RECV_F / RECV_B of `stage` receives (default 0).
+  Durations& set_flight(int stage, ActionKind recv, double seconds);
+  double flight(int stage, ActionKind recv) const;
 
  private:
   std::vector<std::array<double, kNumActionKinds>> table_;
+  std::vector<std::array<double, kNumActionKinds>> flight_;
 };
 
 enum class StashRelease { kAtW, kAtI };

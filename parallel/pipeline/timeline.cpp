@@ -100,6 +100,7 @@ PipelineStepStats combine_step_stats(const std::vector<PipelineStepStats>& ranks
   for (const PipelineStepStats& r : ranks) {
     H2_CHECK(r.step == job.step, "combining step {} with step {}", job.step, r.step);
     busy += r.busy_ms;
+    job.rank_busy_ms.push_back(r.busy_ms);
     job.start_us = std::min(job.start_us, r.start_us);
     job.end_us = std::max(job.end_us, r.end_us);
     for (const auto& [stage, peak] : r.peak_stash) {

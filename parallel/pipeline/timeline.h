@@ -45,11 +45,12 @@ struct TimelineEvent {
 // One step's figures: one rank's (Timeline::last_step) or the job's (combine_step_stats).
 struct PipelineStepStats {
   int64_t step = 0;
-  double bubble = 0;                // 1 - busy / wall (job: 1 - sum(busy) / (ranks * wall))
-  std::map<int, int> peak_stash;    // stage -> peak stashed activations
-  double busy_ms = 0;               // compute time (job: mean over ranks)
-  double wall_ms = 0;               // step time (job: earliest start to latest end)
-  double start_us = 0, end_us = 0;  // on the Timeline's clock (job: rank 0's)
+  double bubble = 0;                 // 1 - busy / wall (job: 1 - sum(busy) / (ranks * wall))
+  std::map<int, int> peak_stash;     // stage -> peak stashed activations
+  double busy_ms = 0;                // compute time (job: mean over ranks)
+  std::vector<double> rank_busy_ms;  // job: each rank's compute time, in rank order
+  double wall_ms = 0;                // step time (job: earliest start to latest end)
+  double start_us = 0, end_us = 0;   // on the Timeline's clock (job: rank 0's)
 };
 
 struct TimelineOptions {
@@ -125,6 +126,7 @@ void add_json_fields(const PipelineStepStats& stats, JsonObject& object) {
   object["bubble"] = stats.bubble;
   object["busy_ms"] = stats.busy_ms;
   object["wall_ms"] = stats.wall_ms;
+  if (!stats.rank_busy_ms.empty()) object["busy_ms_per_rank"] = stats.rank_busy_ms;
   for (const auto& [stage, peak] : stats.peak_stash)
     object["peak_stash"][std::to_string(stage)] = peak;
 }

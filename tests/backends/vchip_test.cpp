@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "backends/registry.h"
 #include "backends/vchip/vchip_backend.h"
@@ -207,15 +208,28 @@ TEST_F(VchipTest, PacingModelAndLowerBound) {
   EXPECT_EQ(cost.bytes, 4.0 * (64 * 96 + 96 * 80 + 64 * 80));
   double modelled = cost.flops / 1e9 + cost.bytes / 2e9;
   EXPECT_DOUBLE_EQ(slow.modelled_seconds(cost), modelled);
-  // The kernel completes no earlier than the modelled time times the chip's time_scale (0.5).
-  // A lower bound only: sleep_until guarantees it, so this cannot flake.
+  // On an idle chip (the previous kernel ended long ago) the kernel completes no earlier than the
+  // modelled time times the chip's time_scale (0.5). Ten back-to-back kernels take at least ten
+  // times that: the chip's clock runs on from the first. Lower bounds only (sleep_until
+  // guarantees them), so this cannot flake.
   auto& stream = static_cast<vchip::PacedStream&>(slow.default_stream());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   double before = stream.modelled_seconds();
   auto start = std::chrono::steady_clock::now();
   ops::matmul(args);
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(elapsed, 0.5 * modelled);
   EXPECT_DOUBLE_EQ(stream.modelled_seconds() - before, modelled);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const PacingStats pacing_before = *slow.pacing();
+  start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) ops::matmul(args);
+  elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(elapsed, 10 * 0.5 * modelled);
+  const PacingStats pacing = *slow.pacing();
+  EXPECT_EQ(pacing.events - pacing_before.events, 10);
+  EXPECT_NEAR(pacing.modelled_s - pacing_before.modelled_s, 10 * 0.5 * modelled, 1e-12);
+  EXPECT_FALSE(runtime->cpu().pacing().has_value());  // a real device reports none
 }
 
 TEST_F(VchipTest, ResultsAreBitIdenticalToCpu) {

@@ -9,7 +9,7 @@
 #include "cli/comm_bench/bench_table.h"
 #include "core/error.h"
 
-namespace h2::launcher::comm_bench {
+namespace h2::cli::comm_bench {
 namespace {
 
 // Parses a command line the way `h2 comm-bench` does.
@@ -291,4 +291,4 @@ TEST(CommBenchTable, PreambleAndTrailer) {
 }
 
 }  // namespace
-}  // namespace h2::launcher::comm_bench
+}  // namespace h2::cli::comm_bench

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -111,14 +112,19 @@ struct ParallelConfig {
   std::string plan;
   // pipeline: activations between ranks: auto (the compute dtype), f32, bf16, f8e4m3
   WireDtype wire_dtype = WireDtype::compute;
-  int64_t replicas = 1;  // pipeline: data-parallel copies of the pipeline (ranks / replicas each)
-  bool fsdp = false;     // pipeline: shard every unit's parameters over its stage group
+  bool recompute = false;  // pipeline: blocks recompute their activations in backward
+  int64_t replicas = 1;    // pipeline: data-parallel copies of the pipeline (ranks / replicas each)
+  bool fsdp = false;       // pipeline: shard every unit's parameters over its stage group
   int64_t gather_group = 0;  // pipeline + fsdp: ZeroPP, gather per G micro-batches; 0: per step
   bool operator==(const ParallelConfig&) const = default;
 };
 
 // The chips each rank drives (an emulated or real mixed cluster).
 struct ClusterConfig {
+  // A cluster file (configs/clusters/*.yaml): rank r drives the file's chip r (virtual chips
+  // registered from the file, transfers between them paced by its links); empty: the
+  // H2_CLUSTER_FILE that h2run --cluster sets, or no cluster.
+  std::string file;
   // One device per rank, comma-separated ("vchip:chip-a,vchip:chip-a,vchip:chip-b"); empty:
   // every rank uses train.device.
   std::string devices;
@@ -149,6 +155,15 @@ struct CheckpointConfig {
   bool operator==(const CheckpointConfig&) const = default;
 };
 
+// What HeteroAuto predicted for the plan a config runs (from a plan file, or planned at start),
+// reported beside the measured figures. Not a config key.
+struct PlanPrediction {
+  double step_ms = 0;
+  double tokens_per_s = 0;
+  std::vector<double> peak_mib;  // per stage group, one rank's
+  std::vector<double> busy_ms;   // per stage group, compute per step
+};
+
 struct TrainConfig {
   ModelConfig model;
   TrainOptions train;
@@ -161,6 +176,7 @@ struct TrainConfig {
   // Where each key's value came from ("FILE:LINE", "--set"); keys absent here are defaults. Not
   // part of equality.
   std::map<std::string, std::string> origin;
+  std::optional<PlanPrediction> prediction;  // not part of equality
 
   bool operator==(const TrainConfig& o) const {
     return model == o.model && train == o.train && data == o.data && log == o.log &&

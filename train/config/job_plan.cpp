@@ -88,6 +88,7 @@ parallel::Plan plan_from_config(const TrainConfig& c, int world_size) {
   plan.fsdp = pipeline && p.fsdp;
   plan.gather_group = pipeline ? int(p.gather_group) : 0;
   plan.wire_dtype = pipeline ? wire_dtype(p.wire_dtype) : std::nullopt;
+  plan.recompute = pipeline && p.recompute;
   plan.bucket_bytes = size_t(p.bucket_mb * double(1 << 20));
   for (int r = 0; r < world_size; ++r) plan.devices.push_back(device_for_rank(c, r, world_size));
   plan.check();

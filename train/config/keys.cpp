@@ -153,6 +153,9 @@ const KeyInfo kKeys[] = {
      "f8e4m3 quarters them: E4M3 codes with one FP32 scale per token); auto: the compute dtype",
      {},
      "auto|f32|bf16|f8e4m3"},
+    {"parallel.recompute", KT::boolean, &field<&TC::parallel, &PC::recompute>,
+     "pipeline: every block keeps only its input and recomputes its activations in backward "
+     "(less memory, a third more compute)"},
     {"parallel.replicas", KT::integer, &field<&TC::parallel, &PC::replicas>,
      "pipeline: data-parallel copies of the pipeline, each on its own micro-batches (the job's "
      "ranks / replicas per copy; gradients summed over the copies while backward runs)",
@@ -165,6 +168,9 @@ const KeyInfo kKeys[] = {
      "step",
      at_least(0)},
 
+    {"cluster.file", KT::string, &field<&TC::cluster, &CL::file>,
+     "cluster file (configs/clusters/*.yaml): rank r drives its chip r, links paced as it says; "
+     "empty: H2_CLUSTER_FILE (h2run --cluster), else none"},
     {"cluster.devices", KT::string, &field<&TC::cluster, &CL::devices>,
      "one device per rank, comma-separated (vchip:chip-a,vchip:chip-b,...); empty: "
      "train.device everywhere"},

@@ -4,11 +4,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
+#include "train/config/keys.h"
 
 namespace h2::config {
 namespace {
@@ -30,6 +32,46 @@ std::pair<int, int> parse_layers(const YAML::Node& node, const std::string& wher
   }
 }
 
+// Plan-file keys that set a config key, and the key each sets.
+constexpr std::pair<const char*, const char*> kSettings[] = {
+    {"replicas", "parallel.replicas"},
+    {"micro_batch_rows", "train.batch_size"},
+    {"micro_batches", "train.grad_accum"},
+    {"schedule", "parallel.schedule"},
+    {"chunks", "parallel.chunks"},
+    {"fsdp", "parallel.fsdp"},
+    {"gather_group", "parallel.gather_group"},
+    {"recompute", "parallel.recompute"},
+    {"wire_dtype", "parallel.wire_dtype"}};
+
+const char* setting_key(const std::string& name) {
+  for (const auto& [file_key, config_key] : kSettings)
+    if (name == file_key) return config_key;
+  return nullptr;
+}
+
+std::vector<double> doubles(const YAML::Node& node, const std::string& where) {
+  try {
+    return node.as<std::vector<double>>();
+  } catch (const YAML::Exception&) {
+    H2_THROW(ConfigError, "{}: expected a list of numbers", where);
+  }
+}
+
+PlanPrediction read_prediction(const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) H2_THROW(ConfigError, "{}: predicted must be a map", at(path, node));
+  PlanPrediction p;
+  try {
+    if (node["step_ms"]) p.step_ms = node["step_ms"].as<double>();
+    if (node["tokens_per_s"]) p.tokens_per_s = node["tokens_per_s"].as<double>();
+  } catch (const YAML::Exception&) {
+    H2_THROW(ConfigError, "{}: predicted step_ms and tokens_per_s are numbers", at(path, node));
+  }
+  if (node["peak_mib"]) p.peak_mib = doubles(node["peak_mib"], at(path, node["peak_mib"]));
+  if (node["busy_ms"]) p.busy_ms = doubles(node["busy_ms"], at(path, node["busy_ms"]));
+  return p;
+}
+
 }  // namespace
 
 Plan load_plan(const std::string& path) {
@@ -41,11 +83,27 @@ Plan load_plan(const std::string& path) {
   } catch (const YAML::Exception& e) {
     H2_THROW(ConfigError, "{}:{}: not YAML: {}", path, e.mark.line + 1, e.msg);
   }
+  if (!root.IsMap()) H2_THROW(ConfigError, "{}: a plan is a map with a 'stages' list", path);
+  Plan plan;
+  plan.source = path;
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    if (key == "stages") continue;
+    if (key == "predicted") {
+      plan.predicted = read_prediction(entry.second, path);
+      continue;
+    }
+    const char* config_key = setting_key(key);
+    if (config_key == nullptr || !entry.second.IsScalar())
+      H2_THROW(ConfigError,
+               "{}: unknown plan key '{}' (stages, predicted, replicas, micro_batch_rows, "
+               "micro_batches, schedule, chunks, fsdp, gather_group, recompute, wire_dtype)",
+               at(path, entry.first), key);
+    plan.settings.push_back({config_key, entry.second.Scalar(), at(path, entry.second)});
+  }
   const YAML::Node stages = root["stages"];
   if (!stages || !stages.IsSequence() || stages.size() == 0)
     H2_THROW(ConfigError, "{}: a plan needs a non-empty 'stages' list", path);
-  Plan plan;
-  plan.source = path;
   for (const YAML::Node& s : stages) {
     PlanStage stage;
     stage.where = at(path, s);
@@ -71,44 +129,112 @@ Plan load_plan(const std::string& path) {
 }
 
 void apply_plan(const Plan& plan, TrainConfig& c, int world_size) {
+  for (const PlanSetting& s : plan.settings) {  // through the key table: checked like any key
+    set_from_text(*find_key(s.key), c, s.value, s.where);
+    c.origin[s.key] = s.where;
+  }
+  const int S = int(plan.stages.size());
+  const int chunks = int(c.parallel.chunks);
+  if (S % chunks != 0)
+    H2_THROW(ConfigError, "{}: {} stages do not go round the groups {} times (parallel.chunks)",
+             plan.source, S, chunks);
+  const int P = S / chunks;
   std::vector<std::string> layers, ranks, devices;
   int next_layer = 0, next_rank = 0;
-  for (const PlanStage& s : plan.stages) {
-    if (s.first_layer != next_layer || s.last_layer < s.first_layer)
+  for (int i = 0; i < S; ++i) {
+    const PlanStage& s = plan.stages[size_t(i)];
+    if (s.first_layer != next_layer || s.last_layer < s.first_layer - 1)
       H2_THROW(ConfigError,
                "{}: layers {}-{} do not continue at layer {} (stages cover the {} blocks once, "
                "in order)",
                s.where, s.first_layer, s.last_layer, next_layer, c.model.n_layers);
     next_layer = s.last_layer + 1;
+    layers.push_back(std::to_string(s.last_layer - s.first_layer + 1));
+    if (i >= P) {  // interleaved: later rounds revisit the first round's groups
+      const PlanStage& first = plan.stages[size_t(i % P)];
+      if (s.ranks != first.ranks || s.chip != first.chip)
+        H2_THROW(ConfigError,
+                 "{}: with {} chunks, stage {} runs on stage {}'s group ({}, ranks {})", s.where,
+                 chunks, i, i % P, first.chip, fmt::join(first.ranks, ", "));
+      continue;
+    }
     for (int r : s.ranks) {
       if (r != next_rank)
         H2_THROW(ConfigError,
                  "{}: rank {} where rank {} comes next (stage groups are consecutive ranks, "
                  "each once, in order)",
                  s.where, r, next_rank);
-      if (r >= world_size)
-        H2_THROW(ConfigError, "{}: rank {} does not exist in a job of {} ranks", s.where, r,
-                 world_size);
+      if (int64_t(r) * c.parallel.replicas >= world_size)
+        H2_THROW(ConfigError, "{}: rank {} does not exist in a job of {} ranks ({} per replica)",
+                 s.where, r, world_size, world_size / c.parallel.replicas);
       ++next_rank;
       devices.push_back(s.chip);
     }
     if (c.train.batch_size % int64_t(s.ranks.size()) != 0)
       H2_THROW(ConfigError, "{}: train.batch_size = {} is not divisible by the group's {} ranks",
                s.where, c.train.batch_size, s.ranks.size());
-    layers.push_back(std::to_string(s.last_layer - s.first_layer + 1));
     ranks.push_back(std::to_string(s.ranks.size()));
   }
   if (next_layer != c.model.n_layers)
     H2_THROW(ConfigError, "{}: the stages cover {} blocks; model.n_layers = {}", plan.source,
              next_layer, c.model.n_layers);
-  if (next_rank != world_size)
-    H2_THROW(ConfigError, "{}: the stages use {} ranks; the job has {}", plan.source, next_rank,
-             world_size);
+  const int64_t replicas = c.parallel.replicas;
+  if (next_rank * replicas != world_size)
+    H2_THROW(ConfigError, "{}: the stages use {} ranks x {} replica{}; the job has {}", plan.source,
+             next_rank, replicas, replicas == 1 ? "" : "s", world_size);
+  std::vector<std::string> all_devices;
+  for (int64_t r = 0; r < replicas; ++r)
+    all_devices.insert(all_devices.end(), devices.begin(), devices.end());
+  c.parallel.mode = ParallelMode::pipeline;
   c.parallel.stage_layers = fmt::format("{}", fmt::join(layers, ","));
   c.parallel.stage_ranks = fmt::format("{}", fmt::join(ranks, ","));
-  c.cluster.devices = fmt::format("{}", fmt::join(devices, ","));
-  for (const char* key : {"parallel.stage_layers", "parallel.stage_ranks", "cluster.devices"})
+  c.cluster.devices = fmt::format("{}", fmt::join(all_devices, ","));
+  for (const char* key :
+       {"parallel.mode", "parallel.stage_layers", "parallel.stage_ranks", "cluster.devices"})
     c.origin[key] = plan.source;
+  c.prediction = plan.predicted;
+}
+
+std::string plan_file_text(const parallel::Plan& plan, const std::vector<std::string>& chips,
+                           const PlanPrediction& predicted, const std::string& header) {
+  std::string out;
+  for (size_t start = 0; start < header.size();) {
+    size_t end = header.find('\n', start);
+    if (end == std::string::npos) end = header.size();
+    out += "# " + header.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  out += fmt::format("replicas: {}\nmicro_batch_rows: {}\nmicro_batches: {}\n", plan.replicas,
+                     plan.micro_batch_rows, plan.micro_batches);
+  out += fmt::format("schedule: {}\nchunks: {}\nfsdp: {}\n",
+                     parallel::pipeline::schedule_kind_name(plan.schedule), plan.chunks,
+                     plan.fsdp ? "true" : "false");
+  if (plan.fsdp) out += fmt::format("gather_group: {}\n", plan.gather_group);
+  out += fmt::format("recompute: {}\nwire_dtype: {}\n", plan.recompute ? "true" : "false",
+                     plan.wire_dtype ? std::string(dtype_name(*plan.wire_dtype)) : "auto");
+  auto list = [](const std::vector<double>& v) {
+    std::vector<std::string> parts;
+    for (double x : v) parts.push_back(fmt::format("{:.1f}", x));
+    return fmt::format("[{}]", fmt::join(parts, ", "));
+  };
+  out += fmt::format(
+      "predicted: {{step_ms: {:.2f}, tokens_per_s: {:.0f}, peak_mib: {}, busy_ms: "
+      "{}}}\nstages:\n",
+      predicted.step_ms, predicted.tokens_per_s, list(predicted.peak_mib), list(predicted.busy_ms));
+  const int P = plan.positions();
+  const int layers_total = plan.layout.first.back() - 2;
+  for (int s = 0; s < plan.stages(); ++s) {
+    const int q = s % P;
+    const int first = std::max(plan.layout.begin(s), 1) - 1;
+    const int last = std::min(plan.layout.end(s), layers_total + 1) - 2;
+    std::vector<int> ranks;
+    int rank = 0;
+    for (int k = 0; k < q; ++k) rank += plan.group_sizes[size_t(k)];
+    for (int k = 0; k < plan.group_sizes[size_t(q)]; ++k) ranks.push_back(rank + k);
+    out += fmt::format("  - {{layers: {}-{}, chip: \"vchip:{}\", ranks: [{}]}}\n", first, last,
+                       chips[size_t(q)], fmt::join(ranks, ", "));
+  }
+  return out;
 }
 
 MemoryEstimate estimate_stage_memory(const TrainConfig& config, int first_block, int last_block,

@@ -1,21 +1,33 @@
-// A HeteroPP plan file (parallel.plan): the pipeline's stages, each a range of transformer blocks
-// on a group of ranks of one chip type, in model order:
+// A HeteroPP plan file (parallel.plan), as h2 plan writes it or a person does: the pipeline's
+// stages in model order, each a range of transformer blocks on a group of ranks of one chip type,
+// and optionally every other decision of a plan and what HeteroAuto predicted for it:
 //
+//   replicas: 1                 # parallel.replicas (each stage group repeated per replica)
+//   micro_batch_rows: 4         # train.batch_size
+//   micro_batches: 4            # train.grad_accum
+//   schedule: 1f1b              # parallel.schedule (and chunks, fsdp, gather_group,
+//   fsdp: true                  #   recompute, wire_dtype: the parallel keys of those names)
+//   predicted: {step_ms: 81.2, tokens_per_s: 25200, peak_mib: [60.1, 31.7], busy_ms: [70, 66]}
 //   stages:
 //     - {layers: 0-2, chip: vchip:chip-a, ranks: [0, 1]}
 //     - {layers: 3-3, chip: vchip:chip-b, ranks: [2, 3]}
 //
-// apply_plan() checks it against the config and the job (every layer exactly once and in order,
-// every rank of the job exactly once, groups of consecutive ranks, batch_size divisible by each
-// group) and writes parallel.stage_layers, parallel.stage_ranks and cluster.devices from it, so
-// the rest of H2 reads one description. estimate_stage_memory() predicts a rank's peak memory so
-// that a plan that cannot fit a chip is refused before any work.
+// The ranks are one replica's (0 ..); with chunks > 1 (interleaved) the stage list goes round the
+// groups chunks times, each stage naming its group's ranks again. apply_plan() checks it against
+// the config and the job (every layer exactly once and in order, every rank of a replica exactly
+// once in consecutive groups, batch_size divisible by each group) and writes the config keys it
+// sets (origin: the file), so the rest of H2 reads one description; the settings go through the
+// key table, so a bad value is reported as for any key, with the file's line.
+// estimate_stage_memory() predicts a rank's peak memory so that a plan that cannot fit a chip is
+// refused before any work.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "parallel/plan.h"
 #include "train/config/config.h"
 
 namespace h2::config {
@@ -27,17 +39,31 @@ struct PlanStage {
   std::string where;  // "plan.yaml:4"
 };
 
+struct PlanSetting {
+  std::string key;    // the config key ("parallel.replicas")
+  std::string value;  // as written
+  std::string where;  // "plan.yaml:2"
+};
+
 struct Plan {
   std::vector<PlanStage> stages;
+  std::vector<PlanSetting> settings;
+  std::optional<PlanPrediction> predicted;
   std::string source;  // the file
 };
 
 // Reads the file; ConfigError naming FILE:LINE for malformed entries.
 Plan load_plan(const std::string& path);
 
-// Checks `plan` against `config` and a job of `world_size` ranks and writes its stages into
-// parallel.stage_layers, parallel.stage_ranks and cluster.devices (origin: the plan's file).
+// Checks `plan` against `config` and a job of `world_size` ranks and writes its settings and
+// stages into the config (parallel.mode pipeline, stage_layers, stage_ranks, cluster.devices and
+// the settings' keys; origin: the plan's file) and its prediction into config.prediction.
 void apply_plan(const Plan& plan, TrainConfig& config, int world_size);
+
+// The plan file text of `plan` (a pipeline plan: groups, layout, devices as chip types) with its
+// prediction; `header` becomes the leading comment lines.
+std::string plan_file_text(const parallel::Plan& plan, const std::vector<std::string>& chips,
+                           const PlanPrediction& predicted, const std::string& header);
 
 struct MemoryEstimate {
   int64_t parameters = 0;  // of the stage

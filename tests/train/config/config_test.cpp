@@ -63,9 +63,11 @@ parallel:
   fsdp: true
   gather_group: 2
   replicas: 3
+  recompute: true
   plan: plans/mixed.yaml
   wire_dtype: bf16
 cluster:
+  file: clusters/mixed.yaml
   devices: "vchip:chip-a,cpu"
 precision:
   recipe: fp8_blockwise
@@ -130,8 +132,10 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_TRUE(c.parallel.fsdp);
   EXPECT_EQ(c.parallel.gather_group, 2);
   EXPECT_EQ(c.parallel.replicas, 3);
+  EXPECT_TRUE(c.parallel.recompute);
   EXPECT_EQ(c.parallel.plan, "plans/mixed.yaml");
   EXPECT_EQ(c.parallel.wire_dtype, WireDtype::bf16);
+  EXPECT_EQ(c.cluster.file, "clusters/mixed.yaml");
   EXPECT_EQ(c.cluster.devices, "vchip:chip-a,cpu");
   EXPECT_EQ(device_for_rank(c, 0, 2), "vchip:chip-a");
   EXPECT_EQ(device_for_rank(c, 1, 2), "cpu");

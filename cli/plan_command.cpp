@@ -1,0 +1,77 @@
+// `h2 plan --cluster FILE CONFIG [--top K] [--explain] [--out PLAN.yaml]`: HeteroAuto. Profiles
+// the cluster's chip types (cached), searches the plans of the config's model and global batch on
+// the cluster (parallel/planner/search.h), prints the best K with their predicted step time,
+// tokens/s, memory per rank against its chip, bubble and communication, says with --explain why
+// each runner-up lost, and writes the best as a plan file that parallel.plan reads.
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "backends/vchip/cluster_file.h"
+#include "cli/command.h"
+#include "cli/plan_output.h"
+#include "cli/planning.h"
+#include "core/error.h"
+#include "train/config/plan.h"
+
+namespace h2::cli {
+
+Command make_plan_command(CLI::App& parent) {
+  struct Options {
+    std::string config_path, cluster_path, out, profiles = "profiles";
+    std::vector<std::string> overrides;
+    int top = 5;
+    bool explain = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* app = parent.add_subcommand(
+      "plan", "HeteroAuto: the best plans of a config on a cluster, predicted time and memory");
+  app->add_option("config", options->config_path, "training config (model, global batch)")
+      ->required();
+  app->add_option("--cluster", options->cluster_path, "cluster file (configs/clusters/*.yaml)")
+      ->required();
+  app->add_option("--top", options->top, "plans to print (default 5)")->check(CLI::Range(1, 1000));
+  app->add_flag("--explain", options->explain, "say why each runner-up lost to the best");
+  app->add_option("--out", options->out, "write the best plan here (parallel.plan reads it)");
+  app->add_option("--profiles", options->profiles,
+                  "folder of cached profiles (default profiles; missing ones are measured)");
+  app->add_option("--set", options->overrides, "Override a config key: section.key=value");
+  app->footer(
+      "The config's global batch (train.batch_size x train.grad_accum x parallel.replicas "
+      "sequences per step) stays fixed; the search chooses the chips' order and groups, the "
+      "layer split, replicas, micro-batching, schedule, FSDP, recompute and the wire dtype.");
+  return {app, [options] {
+            const config::TrainConfig cfg =
+                config::load_config(options->config_path, options->overrides);
+            const Cluster cluster = vchip::load_cluster(options->cluster_path);
+            auto print = [](const std::string& line) {
+              fmt::print("{}\n", line);
+              std::fflush(stdout);
+            };
+            ProfileRequest request{.dir = options->profiles, .print = print};
+            request.options.seed = uint64_t(cfg.train.seed);
+            const parallel::planner::Profiles profiles = cluster_profiles(cluster, cfg, request);
+            const parallel::planner::CostInputs inputs{.cluster = &cluster,
+                                                       .model = model_shape(cfg),
+                                                       .dtype = cfg.train.dtype,
+                                                       .profiles = &profiles};
+            parallel::planner::SearchSpace space = search_space(cfg);
+            space.keep = std::max(options->top, 10);
+            const parallel::planner::SearchResult result =
+                parallel::planner::search(cluster, inputs, space);
+            print_search(result, cluster, inputs, space, options->top, options->explain, print);
+            if (result.best.empty())
+              H2_THROW(ConfigError,
+                       "{}: no plan of {} fits the cluster's memory even with recomputation; "
+                       "use chips with more memory, a smaller model or a smaller batch",
+                       cluster.source, options->config_path);
+            if (!options->out.empty()) {
+              write_plan_file(options->out, result.best.front(), cluster, inputs, cfg);
+              print(fmt::format("plan written to {} (h2 train ... --set parallel.plan={})",
+                                options->out, options->out));
+            }
+            return 0;
+          }};
+}
+
+}  // namespace h2::cli

@@ -1,0 +1,30 @@
+// How plans are shown and saved: the search's table (predicted step time, tokens/s, per group the
+// chip, its blocks, busy time and memory against the chip), the runner-ups' explanations, and the
+// plan file of a candidate with its prediction (train/config/plan.h).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/cluster.h"
+#include "parallel/planner/search.h"
+#include "train/config/config.h"
+
+namespace h2::cli {
+
+using Print = std::function<void(const std::string&)>;
+
+void print_search(const parallel::planner::SearchResult& result, const Cluster& cluster,
+                  const parallel::planner::CostInputs& inputs,
+                  const parallel::planner::SearchSpace& space, int top, bool explain,
+                  const Print& print);
+
+// What a candidate predicts, as the config and metrics carry it.
+config::PlanPrediction prediction_of(const parallel::planner::Candidate& candidate,
+                                     const parallel::planner::CostInputs& inputs);
+
+void write_plan_file(const std::string& path, const parallel::planner::Candidate& candidate,
+                     const Cluster& cluster, const parallel::planner::CostInputs& inputs,
+                     const config::TrainConfig& config);
+
+}  // namespace h2::cli

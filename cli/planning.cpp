@@ -1,0 +1,131 @@
+// Planning shared by the commands (see planning.h).
+#include "cli/planning.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "backends/registry.h"
+#include "comm/timeouts.h"
+#include "core/env.h"
+#include "core/error.h"
+
+namespace h2::cli {
+namespace {
+
+namespace planner = parallel::planner;
+namespace fs = std::filesystem;
+
+std::optional<planner::ChipProfile> read_profile(const fs::path& path,
+                                                 const planner::ProfileKey& want) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  planner::ChipProfile p = planner::profile_from_json(text.str(), path.string());
+  if (const std::string diff = want.difference(p.key); !diff.empty())
+    H2_THROW(ConfigError,
+             "{}: a profile for another setup ({}); delete it or measure again with "
+             "h2 profile --force",
+             path.string(), diff);
+  return p;
+}
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) H2_THROW(Error, "cannot write {}", tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+planner::ModelShape model_shape(const config::TrainConfig& c) {
+  return {.vocab_size = c.model.vocab_size,
+          .dim = c.model.dim,
+          .n_layers = c.model.n_layers,
+          .n_heads = c.model.n_heads,
+          .n_kv_heads = c.model.n_kv_heads,
+          .ffn_dim = c.model.ffn_dim,
+          .seq_len = c.model.seq_len,
+          .tie_embeddings = c.model.tie_embeddings};
+}
+
+double emulation_time_scale(const Cluster& cluster) {
+  return cluster.time_scale * env_double("H2_VCHIP_TIME_SCALE", 0, 1e6);
+}
+
+planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainConfig& config,
+                                   const ProfileRequest& request) {
+  const planner::ModelShape shape = model_shape(config);
+  const double scale = emulation_time_scale(cluster);
+  planner::Profiles profiles;
+  std::vector<std::string> missing;
+  for (const std::string& type : cluster.chip_types()) {
+    const planner::ProfileKey key =
+        planner::profile_key(cluster.chip(type), scale, shape, config.train.dtype);
+    const fs::path path = fs::path(request.dir) / planner::profile_file_name(key);
+    std::optional<planner::ChipProfile> cached;
+    if (!request.remeasure) cached = read_profile(path, key);
+    if (cached) {
+      if (request.print) request.print(fmt::format("{}: profile {}", type, path.string()));
+      profiles.by_chip[type] = std::move(*cached);
+    } else {
+      missing.push_back(type);
+    }
+  }
+  if (missing.empty()) return profiles;
+  // One virtual chip of each missing type, paced as in the job, with the threads a rank gets.
+  RuntimeOptions options = RuntimeOptions::from_env();
+  options.chips.clear();  // not the built-in chips: the cluster's, vchip:i the i-th missing type
+  for (const std::string& type : missing) {
+    ChipSpec spec = cluster.chip(type);
+    spec.count = 1;
+    spec.time_scale *= cluster.time_scale;
+    options.chips.push_back(spec);
+  }
+  options.cpu.threads = request.threads > 0
+                            ? request.threads
+                            : std::max(1, comm::usable_cpu_count() / std::max(1, cluster.size()));
+  auto runtime = create_runtime(options);
+  for (size_t i = 0; i < missing.size(); ++i) {
+    const std::string& type = missing[i];
+    const planner::ProfileKey key =
+        planner::profile_key(cluster.chip(type), scale, shape, config.train.dtype);
+    if (request.print)
+      request.print(fmt::format("{}: measuring ({} rows, {} repeats)...", type,
+                                fmt::join(request.options.rows, "/"), request.options.repeats));
+    planner::ChipProfile p =
+        train::profile_chip(runtime->device(fmt::format("vchip:{}", i)), key, request.options);
+    const fs::path path = fs::path(request.dir) / planner::profile_file_name(key);
+    write_atomically(path, planner::to_json(p));
+    if (request.print) {
+      request.print(
+          fmt::format("{}: profile {} (host overran the emulated chip by {:.1f}% of its "
+                      "time)",
+                      type, path.string(), 100 * p.overrun_share));
+      if (p.overrun_share > 0.02)
+        request.print(fmt::format(
+            "warning: {}: the host could not keep up with the emulated chip (overrun {:.1f}% > "
+            "2%): these figures measure the host; raise the cluster's time_scale",
+            type, 100 * p.overrun_share));
+    }
+    profiles.by_chip[type] = std::move(p);
+  }
+  return profiles;
+}
+
+planner::SearchSpace search_space(const config::TrainConfig& c) {
+  planner::SearchSpace space;
+  space.global_rows = c.train.batch_size * c.train.grad_accum * c.parallel.replicas;
+  return space;
+}
+
+}  // namespace h2::cli

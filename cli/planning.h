@@ -1,0 +1,39 @@
+// What `h2 profile`, `h2 plan` and `h2 train` with parallel.plan: auto share: the model shape a
+// config describes, the profiles of a cluster's chip types (read from a folder where a file with
+// the same key is, measured on a virtual chip of that type and written there otherwise), the
+// search space a config implies, and the plan a search result becomes.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/cluster.h"
+#include "parallel/planner/search.h"
+#include "train/config/config.h"
+#include "train/unit_profiler.h"
+
+namespace h2::cli {
+
+parallel::planner::ModelShape model_shape(const config::TrainConfig& config);
+
+// The time scale virtual chips run at: the cluster's times H2_VCHIP_TIME_SCALE.
+double emulation_time_scale(const Cluster& cluster);
+
+struct ProfileRequest {
+  std::string dir = "profiles";  // where profiles are cached
+  bool remeasure = false;        // measure even when a matching file exists
+  train::ProfileOptions options;
+  int threads = 0;  // CPU threads while measuring (0: the cores one rank of the job gets)
+  std::function<void(const std::string&)> print;
+};
+
+// One profile per chip type of `cluster` for `config`'s model and dtype.
+parallel::planner::Profiles cluster_profiles(const Cluster& cluster,
+                                             const config::TrainConfig& config,
+                                             const ProfileRequest& request);
+
+// The search space of `config`: its global batch (train.batch_size x train.grad_accum x
+// parallel.replicas sequences per step) kept fixed, every schedule, wire and FSDP choice.
+parallel::planner::SearchSpace search_space(const config::TrainConfig& config);
+
+}  // namespace h2::cli

@@ -1,0 +1,249 @@
+// The cost model (see cost_model.h; derivations in docs/planner.md).
+#include "parallel/planner/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+
+namespace h2::parallel::planner {
+namespace {
+
+using pipeline::ActionKind;
+
+// A ring over g ranks moving `bytes` in total, `passes` times (all-gather or reduce-scatter: 1;
+// all-reduce: 2): (g - 1) steps of bytes / g each per pass.
+double ring_s(double bytes, int g, const LinkSpec& link, int passes) {
+  if (g <= 1 || bytes <= 0) return 0;
+  return double(passes) * double(g - 1) * link.seconds(bytes / double(g));
+}
+
+// Bytes crossing the wire per micro-batch row: the wire dtype's elements, and for the FP8 wire
+// one FP32 scale per token.
+double wire_bytes_per_row(const ModelShape& m, DType wire) {
+  double bytes = double(m.activation_bytes_per_row(wire));
+  if (wire == DType::f8e4m3) bytes += 4.0 * double(m.seq_len);
+  return bytes;
+}
+
+struct Group {
+  int first_chip = 0;  // the cluster chip of the group's rank 0 (replica 0)
+  const ChipSpec* chip = nullptr;
+  const ChipProfile* profile = nullptr;
+  int size = 1;
+  int64_t rows = 0;  // per rank
+  LinkSpec link;     // between two ranks of the group
+};
+
+}  // namespace
+
+const ChipProfile& Profiles::of(const std::string& chip) const {
+  auto it = by_chip.find(chip);
+  if (it == by_chip.end())
+    H2_THROW(ConfigError,
+             "no profile of chip type '{}'; measure it with h2 profile --cluster FILE "
+             "CONFIG",
+             chip);
+  return it->second;
+}
+
+int chip_of_rank(const Plan& plan, int rank) {
+  const std::string& device = plan.devices.at(size_t(rank));
+  const size_t colon = device.find(':');
+  int chip = -1;
+  if (device.substr(0, colon) == "vchip" && colon != std::string::npos) {
+    const std::string index = device.substr(colon + 1);
+    if (!index.empty() && index.find_first_not_of("0123456789") == std::string::npos)
+      chip = std::stoi(index);
+  }
+  if (chip < 0)
+    H2_THROW(ConfigError, "{}: rank {} drives '{}'; a plan on a cluster names chips vchip:K",
+             plan.source, rank, device);
+  return chip;
+}
+
+UnitKind unit_kind(const ModelShape& model, int unit) {
+  if (unit == 0) return UnitKind::embedding;
+  if (unit == int(model.n_layers) + 1) return UnitKind::head;
+  return UnitKind::block;
+}
+
+bool PlanEstimate::fits() const {
+  return memory_problem().empty();
+}
+
+std::string PlanEstimate::memory_problem() const {
+  for (size_t q = 0; q < positions.size(); ++q)
+    if (positions[q].peak_bytes > positions[q].capacity_bytes)
+      return fmt::format("group {} ({}): {:.1f} MiB of {:.1f} MiB", q, positions[q].chip,
+                         double(positions[q].peak_bytes) / (1 << 20),
+                         double(positions[q].capacity_bytes) / (1 << 20));
+  return {};
+}
+
+double PlanEstimate::tokens_per_s(const Plan& plan, const ModelShape& model) const {
+  return double(plan.global_micro_batches() * plan.micro_batch_rows * model.seq_len) / step_s;
+}
+
+double rank_memory_bytes(const RankMemoryTerms& t, const ModelShape& m, DType dtype) {
+  const double compute_bytes = double(dtype_storage_bytes(dtype, 1));
+  double state;
+  if (t.fsdp) {
+    state = t.params * 16.0 / double(t.group) + t.params * (compute_bytes + 4.0);
+  } else {
+    const double master = dtype == DType::f32 ? 0.0 : 4.0;
+    state = t.params * (compute_bytes + 4.0 + master + 8.0);
+  }
+  const double in_flight = 2.0 * double(t.rows) * double(m.activation_bytes_per_row(dtype));
+  const double uploads = double(t.micro_batches) * 8.0 * double(t.batch_rows * m.seq_len);
+  return state + double(std::max(t.stashed, 1)) * t.stash_bytes + in_flight + t.workspace_bytes +
+         uploads;
+}
+
+PlanEstimate estimate(const Plan& plan, const CostInputs& in) {
+  H2_CHECK(in.cluster != nullptr && in.profiles != nullptr, "cost model without cluster/profiles");
+  const Cluster& cluster = *in.cluster;
+  const ModelShape& m = in.model;
+  const int P = plan.positions(), S = plan.stages(), R = plan.replicas;
+  H2_CHECK(plan.world_size() <= cluster.size(), "a plan of {} ranks on a cluster of {} chips",
+           plan.world_size(), cluster.size());
+  const DType wire = plan.wire_dtype.value_or(in.dtype);
+  const double compute_bytes = double(dtype_storage_bytes(in.dtype, 1));
+
+  std::vector<Group> groups;
+  for (int q = 0; q < P; ++q) {
+    Group g;
+    g.first_chip = chip_of_rank(plan, plan.rank_at({0, q, 0}));
+    g.chip = &cluster.chip_of(g.first_chip);
+    g.profile = &in.profiles->of(g.chip->name);
+    g.size = plan.group_sizes[size_t(q)];
+    g.rows = plan.micro_batch_rows / g.size;
+    g.link = g.size > 1 ? cluster.link(g.first_chip, chip_of_rank(plan, plan.rank_at({0, q, 1})))
+                        : LinkSpec{1e30, 0};
+    groups.push_back(g);
+  }
+  auto host_s = [&](const Group& g, double bytes) {  // a staging copy over the chip's host link
+    return bytes / (g.chip->link_bandwidth / (g.chip->time_scale * cluster.time_scale));
+  };
+  auto params_of_unit = [&](int u) -> double {
+    switch (unit_kind(m, u)) {
+      case UnitKind::embedding:
+        return double(m.embedding_parameters());
+      case UnitKind::block:
+        return double(m.block_parameters());
+      case UnitKind::head:
+        return double(m.head_parameters());
+    }
+    return 0;
+  };
+
+  pipeline::Schedule schedule = plan.lowered_schedule();
+  pipeline::Durations d(S);
+  std::vector<double> stage_params(size_t(S), 0), stage_stash(size_t(S), 0);
+  std::vector<double> optimizer(size_t(P), 0), workspace(size_t(P), 0), compute(size_t(P), 0);
+  for (int s = 0; s < S; ++s) {
+    const int q = s % P;
+    const Group& g = groups[size_t(q)];
+    double F = 0, B = 0, I = 0, W = 0;
+    for (int u = plan.layout.begin(s); u < plan.layout.end(s); ++u) {
+      const UnitKind kind = unit_kind(m, u);
+      const UnitCost c = g.profile->cost(kind, g.rows);
+      const double redo = plan.recompute && kind == UnitKind::block ? c.forward_s : 0;
+      F += c.forward_s, B += c.backward_s + redo, I += c.input_s + redo, W += c.weight_s;
+      stage_params[size_t(s)] += params_of_unit(u);
+      stage_stash[size_t(s)] += double(c.stash_bytes);
+      optimizer[size_t(q)] += c.optimizer_s / (plan.fsdp ? double(g.size) : 1.0);
+      workspace[size_t(q)] = std::max(workspace[size_t(q)], double(c.workspace_bytes));
+    }
+    d.set(s, ActionKind::F, F).set(s, ActionKind::B, B).set(s, ActionKind::I, I);
+    d.set(s, ActionKind::W, W);
+    // Transfers from the previous stage (and gradients back to it) when it runs elsewhere.
+    if (s > 0 && (s - 1) % P != q) {
+      const Group& prev = groups[size_t((s - 1) % P)];
+      const LinkSpec link = cluster.link(prev.first_chip, g.first_chip);
+      const double in_bytes = double(g.rows) * wire_bytes_per_row(m, wire);
+      const double out_bytes = double(prev.rows) * wire_bytes_per_row(m, wire);
+      d.set_flight(s, ActionKind::RECV_F, link.seconds(in_bytes));
+      d.set(s, ActionKind::RECV_F, host_s(g, in_bytes));
+      d.set(s - 1, ActionKind::SEND_F, host_s(prev, out_bytes));
+      d.set_flight(s - 1, ActionKind::RECV_B, link.seconds(out_bytes));
+      d.set(s - 1, ActionKind::RECV_B, host_s(prev, out_bytes));
+      d.set(s, ActionKind::SEND_B, host_s(g, in_bytes));
+    }
+    // The group's collectives: FSDP gathers the stage's compute copy and reduce-scatters FP32
+    // gradients; replicated groups all-reduce gradients. Staged through host memory both ways.
+    const double param_bytes = stage_params[size_t(s)] * compute_bytes;
+    const double grad_bytes = stage_params[size_t(s)] * 4.0;
+    if (plan.fsdp) {
+      d.set(s, ActionKind::UNSHARD,
+            ring_s(param_bytes, g.size, g.link, 1) +
+                host_s(g, param_bytes + param_bytes / double(g.size)));
+      d.set(s, ActionKind::REDUCE_GRAD,
+            ring_s(grad_bytes, g.size, g.link, 1) +
+                host_s(g, grad_bytes + grad_bytes / double(g.size)));
+    } else if (g.size > 1) {
+      d.set(s, ActionKind::REDUCE_GRAD,
+            ring_s(grad_bytes, g.size, g.link, 2) + host_s(g, 2 * grad_bytes));
+    }
+  }
+
+  PlanEstimate e;
+  e.simulation = pipeline::simulate(schedule, d);
+  e.pipeline_s = e.simulation.makespan;
+  e.bubble = e.simulation.bubble_fraction;
+  const auto peaks = pipeline::peak_stash(schedule);
+  const int m_per_replica = plan.micro_batches;
+  const double ids_bytes = 2.0 * 4.0 * double(plan.micro_batch_rows * m.seq_len);
+  for (int q = 0; q < P; ++q) {
+    const Group& g = groups[size_t(q)];
+    PositionEstimate pe{
+        .chip = g.chip->name, .ranks = g.size, .capacity_bytes = g.chip->memory_bytes};
+    double params = 0, last_backward = 0, max_stash = 0;
+    for (int s = q; s < S; s += P) {
+      params += stage_params[size_t(s)];
+      max_stash = std::max(max_stash, stage_stash[size_t(s)]);
+      last_backward = std::max(last_backward, d.get(s, ActionKind::B));
+    }
+    if (m.tie_embeddings && P > 1 && q == (S - 1) % P) params += double(m.embedding_parameters());
+    double comm = 0;
+    const auto& list = schedule.per_rank[size_t(q)];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const auto& a = list[i];
+      const double span =
+          e.simulation.timeline[size_t(q)][i].end - e.simulation.timeline[size_t(q)][i].start;
+      if (pipeline::is_compute(a.kind))
+        pe.busy_s += span;
+      else
+        comm += span;
+    }
+    // Replicas sum this rank's gradients (its FSDP shard) while the last backward runs.
+    double tail = optimizer[size_t(q)];
+    if (R > 1) {
+      const double bytes = 4.0 * params / (plan.fsdp ? double(g.size) : 1.0);
+      const LinkSpec link = cluster.link(g.first_chip, chip_of_rank(plan, plan.rank_at({1, q, 0})));
+      const double reduce = ring_s(bytes, R, link, 2) + host_s(g, 2 * bytes);
+      tail += std::max(0.0, reduce - last_backward);
+      comm += reduce;
+    }
+    e.tail_s = std::max(e.tail_s, tail);
+    e.upload_s = std::max(e.upload_s, host_s(g, double(m_per_replica) * ids_bytes));
+    e.comm_s = std::max(e.comm_s, comm);
+    pe.peak_bytes = int64_t(rank_memory_bytes({.params = params,
+                                               .stash_bytes = max_stash,
+                                               .stashed = peaks[size_t(q)],
+                                               .workspace_bytes = workspace[size_t(q)],
+                                               .rows = g.rows,
+                                               .group = g.size,
+                                               .fsdp = plan.fsdp,
+                                               .micro_batches = m_per_replica,
+                                               .batch_rows = plan.micro_batch_rows},
+                                              m, in.dtype));
+    e.positions.push_back(pe);
+  }
+  e.step_s = e.upload_s + e.pipeline_s + e.tail_s;
+  return e;
+}
+
+}  // namespace h2::parallel::planner

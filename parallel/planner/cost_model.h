@@ -1,0 +1,96 @@
+// HeteroAuto's cost model: the step time of a plan and every rank's peak memory, from the chips'
+// profiles (profile.h) and the cluster's links (core/cluster.h), by replaying the plan's lowered
+// schedule in the pipeline simulator rather than by a closed formula. docs/planner.md derives
+// every term; in short, for a plan on a cluster:
+//
+//   step = upload + makespan(simulated schedule) + max over ranks (exposed replica reduction
+//          + optimizer)
+//
+// where the simulated durations of stage s (on group q of g_q chips of type t_q, r_q = rows/g_q
+// rows per rank) are the profiled unit costs of its units at r_q rows (recompute adds the
+// blocks' forward to the backward), a transfer between stages flies over the link of their chip
+// types (latency + bytes / bandwidth, bytes of the wire dtype) and costs each side a staging copy
+// over the chip's host link, FSDP gathers and gradient reductions are rings over the group's
+// link, and the replicas' gradient all-reduce overlaps the last backward. Memory per rank: the
+// parameters it updates (compute copy, FP32 gradient, master and AdamW moments; FSDP shards over
+// the group plus the gathered stage), the schedule's peak stash of its stages' activations, the
+// transfer buffers in flight and the largest unit workspace.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "parallel/pipeline/simulator.h"
+#include "parallel/plan.h"
+#include "parallel/planner/profile.h"
+
+namespace h2::parallel::planner {
+
+// Profiles by chip type name.
+struct Profiles {
+  std::map<std::string, ChipProfile> by_chip;
+  // ConfigError naming the chip and `h2 profile` when there is none.
+  const ChipProfile& of(const std::string& chip) const;
+};
+
+struct CostInputs {
+  const Cluster* cluster = nullptr;  // rank r of a plan is the cluster's chip r
+  ModelShape model;
+  DType dtype = DType::f32;  // compute dtype
+  const Profiles* profiles = nullptr;
+};
+
+struct PositionEstimate {
+  std::string chip;  // type of the group's chips
+  int ranks = 1;
+  double busy_s = 0;           // compute per step on one rank of the group
+  int64_t peak_bytes = 0;      // predicted peak device memory of one rank of the group
+  int64_t capacity_bytes = 0;  // the chip's memory
+};
+
+struct PlanEstimate {
+  double step_s = 0;
+  double upload_s = 0;    // every rank uploads the step's token ids before the pipeline runs
+  double pipeline_s = 0;  // the simulated schedule's makespan
+  double tail_s = 0;      // after it: exposed replica reduction and optimizer (worst rank)
+  double bubble = 0;      // idle share of the pipeline part (simulator)
+  double comm_s = 0;      // transfer and collective time on the busiest rank
+  std::vector<PositionEstimate> positions;
+  pipeline::SimulationResult simulation;
+
+  bool fits() const;  // every rank's peak within its chip's memory
+  double tokens_per_s(const Plan& plan, const ModelShape& model) const;
+  // The first position that does not fit, as "group 0 (chip-a): 2.1 GiB of 2.0 GiB"; empty if all.
+  std::string memory_problem() const;
+};
+
+PlanEstimate estimate(const Plan& plan, const CostInputs& in);
+
+// The peak device memory of one rank holding `params` parameters (of stages whose largest stash
+// per micro-batch is `stash_bytes`), with `stashed` micro-batches in flight: the model state (the
+// compute copy, FP32 gradient, master and AdamW moments; under FSDP the persistent part divided
+// by the group and the gathered stage whole), the stashes, the transfer buffers, the largest unit
+// workspace and the step's uploaded token ids. The cost model and the search use this one formula.
+struct RankMemoryTerms {
+  double params = 0;
+  double stash_bytes = 0;  // per micro-batch, the largest of the rank's stages
+  int stashed = 1;
+  double workspace_bytes = 0;
+  int64_t rows = 0;  // per rank
+  int group = 1;
+  bool fsdp = false;
+  int micro_batches = 1;   // per replica and step (token ids uploaded)
+  int64_t batch_rows = 0;  // rows of a whole micro-batch
+};
+double rank_memory_bytes(const RankMemoryTerms& t, const ModelShape& model, DType dtype);
+
+// The cluster chip (an index of the cluster's chips, core/cluster.h) job rank `rank` of `plan`
+// drives: plans on a cluster name each rank's device "vchip:K".
+int chip_of_rank(const Plan& plan, int rank);
+
+// The unit kind of model unit `unit` (0 the embedding, 1 .. L the blocks, L + 1 the head).
+UnitKind unit_kind(const ModelShape& model, int unit);
+
+}  // namespace h2::parallel::planner
