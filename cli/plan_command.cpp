@@ -18,7 +18,7 @@ namespace h2::cli {
 
 Command make_plan_command(CLI::App& parent) {
   struct Options {
-    std::string config_path, cluster_path, out, profiles = "profiles";
+    std::string config_path, cluster_path, out, profiles = "profiles", evaluate, write_top;
     std::vector<std::string> overrides;
     int top = 5;
     bool explain = false;
@@ -35,6 +35,11 @@ Command make_plan_command(CLI::App& parent) {
   app->add_option("--out", options->out, "write the best plan here (parallel.plan reads it)");
   app->add_option("--profiles", options->profiles,
                   "folder of cached profiles (default profiles; missing ones are measured)");
+  app->add_option("--evaluate", options->evaluate,
+                  "predict this plan file instead of searching (with --out: it, with the "
+                  "prediction)");
+  app->add_option("--write-top", options->write_top,
+                  "write each of the top K plans to this folder (plan-01.yaml, ...)");
   app->add_option("--set", options->overrides, "Override a config key: section.key=value");
   app->footer(
       "The config's global batch (train.batch_size x train.grad_accum x parallel.replicas "
@@ -55,6 +60,15 @@ Command make_plan_command(CLI::App& parent) {
                                                        .model = model_shape(cfg),
                                                        .dtype = cfg.train.dtype,
                                                        .profiles = &profiles};
+            if (!options->evaluate.empty()) {
+              const parallel::planner::Candidate given =
+                  evaluate_plan_file(options->evaluate, cfg, cluster, inputs);
+              print_candidate(given, options->evaluate, print);
+              if (!options->out.empty())
+                write_plan_file(options->out, given, cluster, inputs, cfg,
+                                fmt::format("the plan of {}", options->evaluate));
+              return 0;
+            }
             parallel::planner::SearchSpace space = search_space(cfg);
             space.keep = std::max(options->top, 10);
             const parallel::planner::SearchResult result =
@@ -66,10 +80,16 @@ Command make_plan_command(CLI::App& parent) {
                        "use chips with more memory, a smaller model or a smaller batch",
                        cluster.source, options->config_path);
             if (!options->out.empty()) {
-              write_plan_file(options->out, result.best.front(), cluster, inputs, cfg);
+              write_plan_file(options->out, result.best.front(), cluster, inputs, cfg,
+                              "the best of the search");
               print(fmt::format("plan written to {} (h2 train ... --set parallel.plan={})",
                                 options->out, options->out));
             }
+            if (!options->write_top.empty())
+              for (size_t i = 0; i < result.best.size() && int(i) < options->top; ++i)
+                write_plan_file(fmt::format("{}/plan-{:02}.yaml", options->write_top, i + 1),
+                                result.best[i], cluster, inputs, cfg,
+                                fmt::format("number {} of the search", i + 1));
             return 0;
           }};
 }

@@ -56,10 +56,7 @@ void print_search(const planner::SearchResult& result, const Cluster& cluster,
                   result.outer_candidates, result.costed, result.seconds, result.memory_pruned));
   for (size_t i = 0; i < result.best.size() && int(i) < top; ++i) {
     const planner::Candidate& c = result.best[i];
-    print(fmt::format("#{:<2} {:8.2f} ms/step {:9.0f} tok/s  bubble {:4.1f}%  comm {:5.1f} ms  {}",
-                      i + 1, 1e3 * c.estimate.step_s, c.tokens_per_s, 100 * c.estimate.bubble,
-                      1e3 * c.estimate.comm_s, c.plan.str()));
-    print("      " + groups_line(c));
+    print_candidate(c, fmt::format("#{:<2}", i + 1), print);
     if (explain && i > 0)
       print("      lost to #1: " + planner::explain(result.best.front(), c, inputs));
   }
@@ -67,6 +64,13 @@ void print_search(const planner::SearchResult& result, const Cluster& cluster,
     for (const planner::Candidate& c : result.too_large)
       print(fmt::format("ruled out by memory: {} ({}; {:.2f} ms/step if it fitted)", c.plan.str(),
                         c.estimate.memory_problem(), 1e3 * c.estimate.step_s));
+}
+
+void print_candidate(const planner::Candidate& c, const std::string& name, const Print& print) {
+  print(fmt::format("{} {:8.2f} ms/step {:9.0f} tok/s  bubble {:4.1f}%  comm {:5.1f} ms  {}", name,
+                    1e3 * c.estimate.step_s, c.tokens_per_s, 100 * c.estimate.bubble,
+                    1e3 * c.estimate.comm_s, c.plan.str()));
+  print("      " + groups_line(c));
 }
 
 config::PlanPrediction prediction_of(const planner::Candidate& c,
@@ -81,13 +85,14 @@ config::PlanPrediction prediction_of(const planner::Candidate& c,
 }
 
 void write_plan_file(const std::string& path, const planner::Candidate& c, const Cluster& cluster,
-                     const planner::CostInputs& inputs, const config::TrainConfig& config) {
+                     const planner::CostInputs& inputs, const config::TrainConfig& config,
+                     const std::string& what) {
   std::vector<std::string> chips;
   for (const planner::PositionEstimate& q : c.estimate.positions) chips.push_back(q.chip);
   const std::string header = fmt::format(
-      "Written by h2 plan for {} on cluster {} ({}): the best of the search, predicted {:.2f} ms "
-      "per step.\nRun it: h2run -n {} --cluster {} -- h2 train CONFIG --set parallel.plan={}",
-      config.origin_of("model.dim"), cluster.name, cluster.source, 1e3 * c.estimate.step_s,
+      "Written by h2 plan for {} on cluster {} ({}): {}, predicted {:.2f} ms per step.\nRun it: "
+      "h2run -n {} --cluster {} -- h2 train CONFIG --set parallel.plan={}",
+      config.origin_of("model.dim"), cluster.name, cluster.source, what, 1e3 * c.estimate.step_s,
       c.plan.world_size(), cluster.source, path);
   const std::string text = config::plan_file_text(c.plan, chips, prediction_of(c, inputs), header);
   const std::filesystem::path file(path);

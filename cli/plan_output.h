@@ -19,12 +19,17 @@ void print_search(const parallel::planner::SearchResult& result, const Cluster& 
                   const parallel::planner::SearchSpace& space, int top, bool explain,
                   const Print& print);
 
+// One plan's prediction: step time, tokens/s, bubble, communication and each group's line.
+void print_candidate(const parallel::planner::Candidate& candidate, const std::string& name,
+                     const Print& print);
+
 // What a candidate predicts, as the config and metrics carry it.
 config::PlanPrediction prediction_of(const parallel::planner::Candidate& candidate,
                                      const parallel::planner::CostInputs& inputs);
 
+// `what` says where the plan came from in the file's header ("the best of the search").
 void write_plan_file(const std::string& path, const parallel::planner::Candidate& candidate,
                      const Cluster& cluster, const parallel::planner::CostInputs& inputs,
-                     const config::TrainConfig& config);
+                     const config::TrainConfig& config, const std::string& what);
 
 }  // namespace h2::cli

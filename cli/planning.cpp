@@ -9,9 +9,12 @@
 #include <sstream>
 
 #include "backends/registry.h"
+#include "cli/job_cluster.h"
 #include "comm/timeouts.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "train/config/job_plan.h"
+#include "train/config/plan.h"
 
 namespace h2::cli {
 namespace {
@@ -126,6 +129,18 @@ planner::SearchSpace search_space(const config::TrainConfig& c) {
   planner::SearchSpace space;
   space.global_rows = c.train.batch_size * c.train.grad_accum * c.parallel.replicas;
   return space;
+}
+
+planner::Candidate evaluate_plan_file(const std::string& path, config::TrainConfig config,
+                                      const Cluster& cluster, const planner::CostInputs& inputs) {
+  config.parallel.plan = path;
+  config::apply_plan(config::load_plan(path), config, cluster.size());
+  RuntimeOptions unused;
+  apply_cluster(cluster, config, unused, cluster.size());
+  planner::Candidate c{.plan = config::plan_from_config(config, cluster.size())};
+  c.estimate = planner::estimate(c.plan, inputs);
+  c.tokens_per_s = c.estimate.tokens_per_s(c.plan, inputs.model);
+  return c;
 }
 
 }  // namespace h2::cli

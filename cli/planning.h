@@ -36,4 +36,10 @@ parallel::planner::Profiles cluster_profiles(const Cluster& cluster,
 // parallel.replicas sequences per step) kept fixed, every schedule, wire and FSDP choice.
 parallel::planner::SearchSpace search_space(const config::TrainConfig& config);
 
+// The plan file at `path` (a person's or h2 plan's) as the job would run it on `cluster` for
+// `config`, with the cost model's estimate: the file is checked as h2 train checks it.
+parallel::planner::Candidate evaluate_plan_file(const std::string& path, config::TrainConfig config,
+                                                const Cluster& cluster,
+                                                const parallel::planner::CostInputs& inputs);
+
 }  // namespace h2::cli

@@ -23,11 +23,15 @@ void LlamaConfig::validate() const {
 Llama::Llama(const LlamaConfig& cfg, Device& device, const LlamaOptions& options)
     : cfg_(cfg), device_(&device), dtype_(options.dtype) {
   cfg_.validate();
-  embedding_ = std::make_unique<EmbeddingUnit>(cfg_, options.seed, dtype_, device);
+  auto place = [&](int unit) -> Device& {
+    Device* chosen = options.place ? options.place(unit) : nullptr;
+    return chosen != nullptr ? *chosen : device;
+  };
+  embedding_ = std::make_unique<EmbeddingUnit>(cfg_, options.seed, dtype_, place(0));
   for (int i = 0; i < int(cfg_.n_layers); ++i)
-    blocks_.push_back(
-        std::make_unique<BlockUnit>(i, cfg_, options.seed, dtype_, device, options.recompute));
-  head_ = std::make_unique<HeadUnit>(cfg_, options.seed, dtype_, device,
+    blocks_.push_back(std::make_unique<BlockUnit>(i, cfg_, options.seed, dtype_, place(i + 1),
+                                                  options.recompute));
+  head_ = std::make_unique<HeadUnit>(cfg_, options.seed, dtype_, place(int(cfg_.n_layers) + 1),
                                      cfg_.tie_embeddings ? &embedding_->table() : nullptr);
 }
 

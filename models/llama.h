@@ -29,6 +29,11 @@ struct LlamaOptions {
   DType dtype = DType::f32;
   uint64_t seed = 0;
   bool recompute = false;  // recompute every block's activations in backward
+  // Where each unit (0 the embedding, 1.. the blocks, then the head) keeps its parameters: the
+  // model's device when empty or when it returns null. A pipeline rank builds the units it does
+  // not run on the host, so that a chip holds only its stages (initial values do not depend on
+  // the device: parameters are keyed by name).
+  std::function<Device*(int unit)> place;
 };
 
 class Llama final : public nn::Model {

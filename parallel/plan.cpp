@@ -32,6 +32,13 @@ int Plan::rank_at(const Place& place) const {
   return rank;
 }
 
+bool Plan::holds_unit(int rank, int unit) const {
+  const int position = place_of(rank).position;
+  for (int s = position; s < stages(); s += positions())
+    if (unit >= layout.begin(s) && unit < layout.end(s)) return true;
+  return false;
+}
+
 void Plan::check() const {
   auto fail = [&](const std::string& why) {
     H2_THROW(ConfigError, "{}: {}", source.empty() ? "plan" : source, why);

@@ -61,6 +61,9 @@ struct Plan {
   };
   Place place_of(int rank) const;
   int rank_at(const Place& place) const;
+  // Whether job rank `rank` runs model unit `unit` (0 the embedding, then the blocks, the head):
+  // its position holds a stage (stage s at position s mod positions) that covers the unit.
+  bool holds_unit(int rank, int unit) const;
 
   // Refuses, with ConfigError naming `source` and the values, what no runtime can execute:
   // counts below 1, a layout of other than positions * chunks stages, a schedule whose shape

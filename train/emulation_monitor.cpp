@@ -6,28 +6,31 @@
 namespace h2::train {
 
 EmulationMonitor::EmulationMonitor(Device& device, comm::Communicator& job, Device& host)
-    : device_(device), job_(job), host_(host), last_(now()) {}
+    : device_(device),
+      job_(job),
+      host_(host),
+      last_kernels_(device.pacing().value_or(PacingStats{})),
+      last_links_(job.link_pacing()) {}
 
-PacingStats EmulationMonitor::now() const {
-  PacingStats total = device_.pacing().value_or(PacingStats{});
-  total += job_.link_pacing();
-  return total;
-}
-
-std::vector<double> EmulationMonitor::interval_shares() {
-  const PacingStats current = now();
-  const double modelled = current.modelled_s - last_.modelled_s;
-  const double overrun = current.overrun_s - last_.overrun_s;
-  last_ = current;
-  // [modelled, overrun] per rank; a rank that emulates nothing sends zeros.
-  const auto all = parallel::gather_doubles(job_, host_, {modelled, overrun});
-  std::vector<double> shares;
+EmulationMonitor::Shares EmulationMonitor::interval_shares() {
+  const PacingStats kernels = device_.pacing().value_or(PacingStats{}), links = job_.link_pacing();
+  // [kernel modelled, kernel overrun, link modelled, link overrun] per rank.
+  const std::vector<double> mine = {
+      kernels.modelled_s - last_kernels_.modelled_s, kernels.overrun_s - last_kernels_.overrun_s,
+      links.modelled_s - last_links_.modelled_s, links.overrun_s - last_links_.overrun_s};
+  last_kernels_ = kernels, last_links_ = links;
+  Shares shares;
   bool any = false;
-  for (const auto& r : all) {
-    any = any || r[0] > 0;
-    shares.push_back(r[0] > 0 ? r[1] / r[0] : 0.0);
+  auto share = [](double overrun, double modelled) {
+    return modelled > 0 ? overrun / modelled : 0.0;
+  };
+  for (const auto& r : parallel::gather_doubles(job_, host_, mine)) {
+    any = any || r[0] > 0 || r[2] > 0;
+    shares.kernels.push_back(share(r[1], r[0]));
+    shares.links.push_back(share(r[3], r[2]));
+    shares.total.push_back(share(r[1] + r[3], r[0] + r[2]));
   }
-  if (!any) shares.clear();
+  if (!any) shares = {};
   return shares;
 }
 

@@ -14,18 +14,20 @@ namespace h2::train {
 class EmulationMonitor {
  public:
   EmulationMonitor(Device& device, comm::Communicator& job, Device& host);
-  // Collective. Each rank's overrun share since the last call (kernels and transfers together),
-  // in rank order; empty when no rank emulates anything.
-  std::vector<double> interval_shares();
+  struct Shares {
+    std::vector<double> kernels, links, total;  // per rank, in rank order
+  };
+  // Collective. Each rank's overrun share since the last call, of its kernels, of its transfers
+  // and of both; empty when no rank emulates anything.
+  Shares interval_shares();
 
   static constexpr double kHonestLimit = 0.02;
 
  private:
-  PacingStats now() const;
   Device& device_;
   comm::Communicator& job_;
   Device& host_;
-  PacingStats last_;
+  PacingStats last_kernels_, last_links_;
 };
 
 }  // namespace h2::train

@@ -89,10 +89,18 @@ struct Trainer::State {
     dataset.check_vocab(cfg.model.vocab_size);
     config::check_plan_memory(plan, cfg, rank, device);
     models::LlamaConfig llama = llama_config(cfg.model);
+    // The units this rank does not run stay on the host: a chip holds only its stages (and a
+    // tied table where its head uses it).
+    const int head = int(llama.n_layers) + 1;
+    auto place = [&](int unit) -> Device* {
+      const bool tied_here = unit == 0 && llama.tie_embeddings && plan.holds_unit(rank, head);
+      return plan.holds_unit(rank, unit) || tied_here ? &device : &rt.cpu();
+    };
     model = std::make_unique<models::Llama>(llama, device,
                                             models::LlamaOptions{.dtype = cfg.train.dtype,
                                                                  .seed = uint64_t(cfg.train.seed),
-                                                                 .recompute = plan.recompute});
+                                                                 .recompute = plan.recompute,
+                                                                 .place = place});
     num_parameters = model->num_parameters();  // before FSDP releases the full values
     precision = config::precision_policy(cfg);
     flops_per_token = training_flops_per_token(llama, num_parameters);
@@ -190,10 +198,13 @@ struct Trainer::State {
                       config.prediction->step_ms);
     }
     // Honest emulation: how far the hosts overran their emulated chips and links.
-    if (const std::vector<double> shares = emulation->interval_shares(); !shares.empty()) {
-      const double worst = *std::max_element(shares.begin(), shares.end());
+    if (const EmulationMonitor::Shares shares = emulation->interval_shares();
+        !shares.total.empty()) {
+      const double worst = *std::max_element(shares.total.begin(), shares.total.end());
       m.extra["emulation_overrun"] = worst;
-      m.extra["emulation_overrun_per_rank"] = shares;
+      m.extra["emulation_overrun_per_rank"] = shares.total;
+      m.extra["emulation_overrun_kernels_per_rank"] = shares.kernels;
+      m.extra["emulation_overrun_links_per_rank"] = shares.links;
       if (worst > EmulationMonitor::kHonestLimit)
         m.extra_progress += fmt::format(
             "{}overrun {:.1f}% (>2%: the host, not the chips, sets "

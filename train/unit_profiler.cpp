@@ -64,7 +64,7 @@ int64_t median_bytes(std::vector<int64_t> v) {
 // One measurement of one unit at one size.
 struct Sample {
   double forward = 0, backward = 0, input = 0, weight = 0, optimizer = 0;
-  int64_t stash = 0, workspace = 0;
+  int64_t stash = 0, forward_workspace = 0, workspace = 0, deferred = 0;
 };
 
 class UnitRunner {
@@ -92,23 +92,27 @@ class UnitRunner {
     const int64_t produced = out.nbytes() + (dout.defined() ? dout.nbytes() : 0);
     const int64_t after = memory.stats().bytes_in_use;
     s.stash = after - base - produced + (index > 0 && holds(stash, input) ? input.nbytes() : 0);
-    int64_t peak = memory.stats().peak_bytes_in_use - after;
+    s.forward_workspace = std::max<int64_t>(memory.stats().peak_bytes_in_use - after, 0);
     if (!dout.defined()) dout = random_tensor(out.shape(), out.dtype(), device_, rng_);
     // Whole backward.
     unit.put_stash(std::move(stash));
     memory.reset_peak();
     const int64_t before_backward = memory.stats().bytes_in_use;
     s.backward = timed(device_, [&] { unit.backward(dout); });
-    peak = std::max(peak, memory.stats().peak_bytes_in_use - before_backward);
+    s.workspace = std::max<int64_t>(memory.stats().peak_bytes_in_use - before_backward, 0);
     // Split backward: input gradient, then the weight gradient.
     Tensor again, unused;
+    const int64_t before_again = memory.stats().bytes_in_use;
     again = forward(index, unit, input, unused);
     unit.put_stash(unit.take_stash());
     unit.set_defer_weight_grads(true);
     s.input = timed(device_, [&] { unit.backward(dout); });
+    // What the deferred weight gradient holds from the input-gradient pass until it runs.
+    s.deferred = std::max<int64_t>(memory.stats().bytes_in_use - before_again - again.nbytes() -
+                                       (unused.defined() ? unused.nbytes() : 0),
+                                   0);
     unit.set_defer_weight_grads(false);
     s.weight = timed(device_, [&] { unit.weight_backward(); });
-    s.workspace = std::max<int64_t>(peak, 0);
     s.optimizer = timed(device_, [&] {
       (void)optimizer.grad_sum_squares();
       optimizer.step(1e-4);
@@ -188,7 +192,9 @@ planner::ChipProfile profile_chip(Device& device, const planner::ProfileKey& key
                           .weight_s = field(&Sample::weight),
                           .optimizer_s = field(&Sample::optimizer),
                           .stash_bytes = bytes(&Sample::stash),
-                          .workspace_bytes = bytes(&Sample::workspace)};
+                          .forward_workspace_bytes = bytes(&Sample::forward_workspace),
+                          .workspace_bytes = bytes(&Sample::workspace),
+                          .deferred_bytes = bytes(&Sample::deferred)};
     }
     profile.by_rows[rows] = costs;
     if (options.progress)

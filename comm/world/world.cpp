@@ -144,7 +144,7 @@ std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
   }
   world->store_ = std::make_unique<StoreClient>(info.store_host, port, info.token, timeout);
 
-  auto context = UcxContext::create();
+  auto context = UcxContext::create({.eager = options.cluster != nullptr});
   TransportFactory factory = ucx_factory(context, info.store_host, port, info.token, timeout);
   HostCommOptions host_options = HostCommOptions::from_env();
   host_options.spins_before_yield = spins_before_yield(info.local_size);

@@ -12,6 +12,20 @@
 #include "parallel/exact_gather.h"
 
 namespace h2::parallel::pipeline {
+namespace {
+
+// Removes and returns the tensor under `key` (a stage and micro-batch).
+template <class Key>
+Tensor take(std::map<Key, Tensor>& box, const Key& key) {
+  auto it = box.find(key);
+  H2_CHECK(it != box.end(), "stage {} micro-batch {}: nothing to send (schedule order broken)",
+           key.stage, key.microbatch);
+  Tensor t = std::move(it->second);
+  box.erase(it);
+  return t;
+}
+
+}  // namespace
 
 PipelineRuntime::PipelineRuntime(nn::Model& model, StageLayout layout, Schedule schedule,
                                  comm::Communicator& replica, PipelineOptions options)
@@ -254,10 +268,10 @@ std::vector<double> PipelineRuntime::run(const std::vector<Action>& actions,
         weight_backward(a.stage, a.microbatch);
         break;
       case ActionKind::SEND_F:
-        post_sends(outputs_.at({a.stage, a.microbatch}), a.stage, a.peer, a.microbatch, false);
+        post_sends(take(outputs_, {a.stage, a.microbatch}), a.stage, a.peer, a.microbatch, false);
         break;
       case ActionKind::SEND_B:
-        post_sends(in_grads_.at({a.stage, a.microbatch}), a.stage, a.peer, a.microbatch, true);
+        post_sends(take(in_grads_, {a.stage, a.microbatch}), a.stage, a.peer, a.microbatch, true);
         break;
       case ActionKind::RECV_F:
         post_receives(inputs_, a.stage, a.peer, a.microbatch, false);
@@ -275,11 +289,11 @@ std::vector<double> PipelineRuntime::run(const std::vector<Action>& actions,
         unshard(a.stage, false);
         break;
     }
+    if (!sends_.empty()) reap_sends();
     if (observer) observer->action_finished(a);
   }
-  for (auto& request : sends_) request->wait();
+  for (SendInFlight& send : sends_) send.request->wait();
   sends_.clear();
-  wire_sends_.clear();
   if (observer) observer->step_finished();
   outputs_.clear();
   in_grads_.clear();

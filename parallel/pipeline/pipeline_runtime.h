@@ -157,7 +157,10 @@ class PipelineRuntime {
   void forward(int stage, int mb, bool training);
   void backward(ActionKind kind, int stage, int mb);
   void weight_backward(int stage, int mb);
-  void post_sends(const Tensor& mine, int stage, int peer_stage, int mb, bool gradient);
+  // Posts the sends of `mine` (taken from its map: the sends keep what they read).
+  void post_sends(Tensor mine, int stage, int peer_stage, int mb, bool gradient);
+  // Drops the sends that completed, with their buffers.
+  void reap_sends();
   void post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
                      bool gradient);
   Tensor take_incoming(std::map<Key, Incoming>& box, Key key, const char* what);
@@ -188,7 +191,6 @@ class PipelineRuntime {
   std::function<void(int unit)> gradients_final_;
   std::map<int, Action> last_backward_;  // stage -> its last B or W action on this position
   std::optional<DType> wire_dtype_;
-  std::vector<Tensor> wire_sends_;  // narrowed or quantized copies kept until their sends complete
   std::map<int, std::unique_ptr<fsdp::FlatParamGroup>> flats_;  // by unit, FSDP only
 
   // Per step.
@@ -196,10 +198,17 @@ class PipelineRuntime {
   std::map<Key, std::vector<nn::Stash>> stashes_;
   std::map<Key, Incoming> inputs_;     // stage's input activation (received or handed over)
   std::map<Key, Incoming> out_grads_;  // gradient of the stage's output
-  std::map<Key, Tensor> outputs_;      // stage's output activation, kept until sent
-  std::map<Key, Tensor> in_grads_;     // gradient of the stage's input, kept until sent
+  std::map<Key, Tensor> outputs_;      // stage's output activation, until its send is posted
+  std::map<Key, Tensor> in_grads_;     // gradient of the stage's input, until its send is posted
   std::map<int, std::deque<int>> deferred_weight_grads_;  // by stage: micro-batches I ran, W not
-  std::vector<std::unique_ptr<comm::Request>> sends_;
+  // Sends in flight with the tensor each reads (a piece of the output or its wire copy): freed as
+  // soon as the send completes (reap_sends after every action), so that a step holds only the
+  // transfers in flight, not one buffer per micro-batch.
+  struct SendInFlight {
+    std::unique_ptr<comm::Request> request;
+    Tensor buffer;
+  };
+  std::vector<SendInFlight> sends_;
   std::vector<double> losses_;  // per micro-batch: this rank's share of the mean loss
 };
 

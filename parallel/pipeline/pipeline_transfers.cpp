@@ -54,8 +54,7 @@ Tensor PipelineRuntime::take_incoming(std::map<Key, Incoming>& box, Key key, con
   return t.dtype() == model_.dtype() ? t : t.to(model_.dtype());
 }
 
-void PipelineRuntime::post_sends(const Tensor& mine, int stage, int peer_stage, int mb,
-                                 bool gradient) {
+void PipelineRuntime::post_sends(Tensor mine, int stage, int peer_stage, int mb, bool gradient) {
   const auto rows = rows_of(position_, group_rank_, mb);
   const int q = position_of(peer_stage);
   for (int j = 0; j < int(groups_[size_t(q)].size()); ++j) {
@@ -67,17 +66,17 @@ void PipelineRuntime::post_sends(const Tensor& mine, int stage, int peer_stage, 
       const int64_t tokens = piece.size(0) * piece.size(1), C = piece.size(2);
       lowp::QTensor wire = lowp::QTensor::empty(kWireSpec, tokens, C, piece.device());
       ops::quantize({.q = wire, .in = piece.contiguous().view({tokens, C})});
-      wire_sends_.insert(wire_sends_.end(), {wire.codes, wire.scales});
-      sends_.push_back(job_.isend(wire.codes, peer, tag(stage, mb, gradient)));
-      sends_.push_back(job_.isend(wire.scales, peer, tag(stage, mb, gradient, 1)));
+      sends_.push_back({job_.isend(wire.codes, peer, tag(stage, mb, gradient)), wire.codes});
+      sends_.push_back({job_.isend(wire.scales, peer, tag(stage, mb, gradient, 1)), wire.scales});
       continue;
     }
-    if (wire_dtype_ && *wire_dtype_ != piece.dtype()) {
-      piece = piece.to(*wire_dtype_);
-      wire_sends_.push_back(piece);
-    }
-    sends_.push_back(job_.isend(piece, groups_[size_t(q)][size_t(j)], tag(stage, mb, gradient)));
+    if (wire_dtype_ && *wire_dtype_ != piece.dtype()) piece = piece.to(*wire_dtype_);
+    sends_.push_back({job_.isend(piece, peer, tag(stage, mb, gradient)), piece});
   }
+}
+
+void PipelineRuntime::reap_sends() {
+  std::erase_if(sends_, [](SendInFlight& s) { return s.request->test(); });
 }
 
 void PipelineRuntime::post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,

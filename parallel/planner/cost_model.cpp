@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "parallel/planner/memory_model.h"
 
 namespace h2::parallel::planner {
 namespace {
@@ -87,21 +88,6 @@ double PlanEstimate::tokens_per_s(const Plan& plan, const ModelShape& model) con
   return double(plan.global_micro_batches() * plan.micro_batch_rows * model.seq_len) / step_s;
 }
 
-double rank_memory_bytes(const RankMemoryTerms& t, const ModelShape& m, DType dtype) {
-  const double compute_bytes = double(dtype_storage_bytes(dtype, 1));
-  double state;
-  if (t.fsdp) {
-    state = t.params * 16.0 / double(t.group) + t.params * (compute_bytes + 4.0);
-  } else {
-    const double master = dtype == DType::f32 ? 0.0 : 4.0;
-    state = t.params * (compute_bytes + 4.0 + master + 8.0);
-  }
-  const double in_flight = 2.0 * double(t.rows) * double(m.activation_bytes_per_row(dtype));
-  const double uploads = double(t.micro_batches) * 8.0 * double(t.batch_rows * m.seq_len);
-  return state + double(std::max(t.stashed, 1)) * t.stash_bytes + in_flight + t.workspace_bytes +
-         uploads;
-}
-
 PlanEstimate estimate(const Plan& plan, const CostInputs& in) {
   H2_CHECK(in.cluster != nullptr && in.profiles != nullptr, "cost model without cluster/profiles");
   const Cluster& cluster = *in.cluster;
@@ -141,22 +127,29 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in) {
 
   pipeline::Schedule schedule = plan.lowered_schedule();
   pipeline::Durations d(S);
-  std::vector<double> stage_params(size_t(S), 0), stage_stash(size_t(S), 0);
-  std::vector<double> optimizer(size_t(P), 0), workspace(size_t(P), 0), compute(size_t(P), 0);
+  std::vector<double> stage_params(size_t(S), 0);
+  std::vector<StageActivations> activations(static_cast<size_t>(S));
+  std::vector<int64_t> state(size_t(P), 0);
+  std::vector<double> optimizer(size_t(P), 0);
   for (int s = 0; s < S; ++s) {
     const int q = s % P;
     const Group& g = groups[size_t(q)];
     double F = 0, B = 0, I = 0, W = 0;
+    std::vector<UnitCost> costs;
+    std::vector<UnitKind> kinds;
     for (int u = plan.layout.begin(s); u < plan.layout.end(s); ++u) {
       const UnitKind kind = unit_kind(m, u);
       const UnitCost c = g.profile->cost(kind, g.rows);
       const double redo = plan.recompute && kind == UnitKind::block ? c.forward_s : 0;
       F += c.forward_s, B += c.backward_s + redo, I += c.input_s + redo, W += c.weight_s;
       stage_params[size_t(s)] += params_of_unit(u);
-      stage_stash[size_t(s)] += double(c.stash_bytes);
       optimizer[size_t(q)] += c.optimizer_s / (plan.fsdp ? double(g.size) : 1.0);
-      workspace[size_t(q)] = std::max(workspace[size_t(q)], double(c.workspace_bytes));
+      state[size_t(q)] += unit_state_bytes(m, kind, in.dtype, g.size, plan.fsdp);
+      costs.push_back(c);
+      kinds.push_back(kind);
     }
+    activations[size_t(s)] = stage_activations(costs, kinds, plan.recompute,
+                                               g.rows * m.activation_bytes_per_row(in.dtype));
     d.set(s, ActionKind::F, F).set(s, ActionKind::B, B).set(s, ActionKind::I, I);
     d.set(s, ActionKind::W, W);
     // Transfers from the previous stage (and gradients back to it) when it runs elsewhere.
@@ -193,20 +186,21 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in) {
   e.simulation = pipeline::simulate(schedule, d);
   e.pipeline_s = e.simulation.makespan;
   e.bubble = e.simulation.bubble_fraction;
-  const auto peaks = pipeline::peak_stash(schedule);
   const int m_per_replica = plan.micro_batches;
-  const double ids_bytes = 2.0 * 4.0 * double(plan.micro_batch_rows * m.seq_len);
+  const double ids_bytes = double(token_bytes(m, plan.micro_batch_rows, 1));
   for (int q = 0; q < P; ++q) {
     const Group& g = groups[size_t(q)];
     PositionEstimate pe{
         .chip = g.chip->name, .ranks = g.size, .capacity_bytes = g.chip->memory_bytes};
-    double params = 0, last_backward = 0, max_stash = 0;
+    double params = 0, last_backward = 0;
     for (int s = q; s < S; s += P) {
       params += stage_params[size_t(s)];
-      max_stash = std::max(max_stash, stage_stash[size_t(s)]);
       last_backward = std::max(last_backward, d.get(s, ActionKind::B));
     }
-    if (m.tie_embeddings && P > 1 && q == (S - 1) % P) params += double(m.embedding_parameters());
+    if (m.tie_embeddings && P > 1 && q == (S - 1) % P) {  // the head's copy of the tied table
+      params += double(m.embedding_parameters());
+      state[size_t(q)] += unit_state_bytes(m, UnitKind::embedding, in.dtype, g.size, plan.fsdp);
+    }
     double comm = 0;
     const auto& list = schedule.per_rank[size_t(q)];
     for (size_t i = 0; i < list.size(); ++i) {
@@ -230,16 +224,10 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in) {
     e.tail_s = std::max(e.tail_s, tail);
     e.upload_s = std::max(e.upload_s, host_s(g, double(m_per_replica) * ids_bytes));
     e.comm_s = std::max(e.comm_s, comm);
-    pe.peak_bytes = int64_t(rank_memory_bytes({.params = params,
-                                               .stash_bytes = max_stash,
-                                               .stashed = peaks[size_t(q)],
-                                               .workspace_bytes = workspace[size_t(q)],
-                                               .rows = g.rows,
-                                               .group = g.size,
-                                               .fsdp = plan.fsdp,
-                                               .micro_batches = m_per_replica,
-                                               .batch_rows = plan.micro_batch_rows},
-                                              m, in.dtype));
+    pe.peak_bytes = state[size_t(q)] +
+                    peak_activation_bytes(schedule.per_rank[size_t(q)], activations) +
+                    transfer_bytes(m, g.rows, in.dtype, plan.wire_dtype, P > 1) +
+                    token_bytes(m, plan.micro_batch_rows, m_per_replica);
     e.positions.push_back(pe);
   }
   e.step_s = e.upload_s + e.pipeline_s + e.tail_s;

@@ -11,10 +11,8 @@
 // blocks' forward to the backward), a transfer between stages flies over the link of their chip
 // types (latency + bytes / bandwidth, bytes of the wire dtype) and costs each side a staging copy
 // over the chip's host link, FSDP gathers and gradient reductions are rings over the group's
-// link, and the replicas' gradient all-reduce overlaps the last backward. Memory per rank: the
-// parameters it updates (compute copy, FP32 gradient, master and AdamW moments; FSDP shards over
-// the group plus the gathered stage), the schedule's peak stash of its stages' activations, the
-// transfer buffers in flight and the largest unit workspace.
+// link, and the replicas' gradient all-reduce overlaps the last backward. Memory per rank:
+// memory_model.h.
 #pragma once
 
 #include <map>
@@ -67,24 +65,6 @@ struct PlanEstimate {
 };
 
 PlanEstimate estimate(const Plan& plan, const CostInputs& in);
-
-// The peak device memory of one rank holding `params` parameters (of stages whose largest stash
-// per micro-batch is `stash_bytes`), with `stashed` micro-batches in flight: the model state (the
-// compute copy, FP32 gradient, master and AdamW moments; under FSDP the persistent part divided
-// by the group and the gathered stage whole), the stashes, the transfer buffers, the largest unit
-// workspace and the step's uploaded token ids. The cost model and the search use this one formula.
-struct RankMemoryTerms {
-  double params = 0;
-  double stash_bytes = 0;  // per micro-batch, the largest of the rank's stages
-  int stashed = 1;
-  double workspace_bytes = 0;
-  int64_t rows = 0;  // per rank
-  int group = 1;
-  bool fsdp = false;
-  int micro_batches = 1;   // per replica and step (token ids uploaded)
-  int64_t batch_rows = 0;  // rows of a whole micro-batch
-};
-double rank_memory_bytes(const RankMemoryTerms& t, const ModelShape& model, DType dtype);
 
 // The cluster chip (an index of the cluster's chips, core/cluster.h) job rank `rank` of `plan`
 // drives: plans on a cluster name each rank's device "vchip:K".

@@ -14,7 +14,7 @@ namespace h2::parallel::planner {
 namespace {
 
 constexpr const char* kFormat = "h2-profile";
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;  // 2: forward_workspace_bytes, deferred_bytes
 
 nlohmann::json shape_json(const ModelShape& m) {
   return {{"vocab_size", m.vocab_size}, {"dim", m.dim},
@@ -41,7 +41,9 @@ nlohmann::json cost_json(const UnitCost& c) {
           {"weight_s", c.weight_s},
           {"optimizer_s", c.optimizer_s},
           {"stash_bytes", c.stash_bytes},
-          {"workspace_bytes", c.workspace_bytes}};
+          {"forward_workspace_bytes", c.forward_workspace_bytes},
+          {"workspace_bytes", c.workspace_bytes},
+          {"deferred_bytes", c.deferred_bytes}};
 }
 
 UnitCost cost_from(const nlohmann::json& j) {
@@ -51,7 +53,9 @@ UnitCost cost_from(const nlohmann::json& j) {
           .weight_s = j.at("weight_s"),
           .optimizer_s = j.at("optimizer_s"),
           .stash_bytes = j.at("stash_bytes"),
-          .workspace_bytes = j.at("workspace_bytes")};
+          .forward_workspace_bytes = j.at("forward_workspace_bytes"),
+          .workspace_bytes = j.at("workspace_bytes"),
+          .deferred_bytes = j.at("deferred_bytes")};
 }
 
 // a + (b - a) * t, field by field.
@@ -60,13 +64,16 @@ UnitCost lerp(const UnitCost& a, const UnitCost& b, double t) {
   auto mix_bytes = [t](int64_t x, int64_t y) {
     return int64_t(std::llround(double(x) + double(y - x) * t));
   };
-  return {.forward_s = mix(a.forward_s, b.forward_s),
-          .backward_s = mix(a.backward_s, b.backward_s),
-          .input_s = mix(a.input_s, b.input_s),
-          .weight_s = mix(a.weight_s, b.weight_s),
-          .optimizer_s = mix(a.optimizer_s, b.optimizer_s),
-          .stash_bytes = mix_bytes(a.stash_bytes, b.stash_bytes),
-          .workspace_bytes = mix_bytes(a.workspace_bytes, b.workspace_bytes)};
+  return {
+      .forward_s = mix(a.forward_s, b.forward_s),
+      .backward_s = mix(a.backward_s, b.backward_s),
+      .input_s = mix(a.input_s, b.input_s),
+      .weight_s = mix(a.weight_s, b.weight_s),
+      .optimizer_s = mix(a.optimizer_s, b.optimizer_s),
+      .stash_bytes = mix_bytes(a.stash_bytes, b.stash_bytes),
+      .forward_workspace_bytes = mix_bytes(a.forward_workspace_bytes, b.forward_workspace_bytes),
+      .workspace_bytes = mix_bytes(a.workspace_bytes, b.workspace_bytes),
+      .deferred_bytes = mix_bytes(a.deferred_bytes, b.deferred_bytes)};
 }
 
 }  // namespace

@@ -49,7 +49,9 @@ struct UnitCost {
   double weight_s = 0;      // weight gradient only (ZB-H1's W; 0 for units without linear layers)
   double optimizer_s = 0;   // one AdamW step of the unit's parameters
   int64_t stash_bytes = 0;  // held from the forward to the backward
-  int64_t workspace_bytes = 0;  // transient, above the stash, during the forward or backward
+  int64_t forward_workspace_bytes = 0;  // transient during the forward, above what it keeps
+  int64_t workspace_bytes = 0;          // transient during the backward, above the stash
+  int64_t deferred_bytes = 0;  // held from the input-gradient pass until the weight gradient
 };
 
 struct ProfileKey {

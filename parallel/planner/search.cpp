@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "parallel/planner/memory_model.h"
 
 namespace h2::parallel::planner {
 namespace {
@@ -135,8 +136,8 @@ struct Costs {  // per position, per micro-batch
 };
 
 // The inner problem of an outer candidate: costs from the profiles, the memory limit per
-// position from the one memory formula (cost_model.h), given the schedule's peak stash.
-Costs position_costs(const Outer& o, int64_t micro_batches, const std::vector<int>& peaks,
+// position from the memory model (memory_model.h), given what the schedule holds per position.
+Costs position_costs(const Outer& o, int64_t micro_batches, const std::vector<HeldCounts>& held,
                      const Cluster& cluster, const CostInputs& in) {
   const ModelShape& m = in.model;
   const int P = int(o.layout.positions.size());
@@ -158,33 +159,31 @@ Costs position_costs(const Outer& o, int64_t micro_batches, const std::vector<in
     const double transfer = double(rows) * double(m.activation_bytes_per_row(wire)) / host_bw;
     fixed += transfer * (double(q > 0) + double(q < P - 1)) * 2;  // staging, both directions
     // The most blocks whose state and activations fit the chip.
+    const int64_t block_state = unit_state_bytes(m, UnitKind::block, in.dtype, s.group, o.fsdp);
+    int64_t fixed_state = token_bytes(m, o.rows, int(micro_batches)) +
+                          transfer_bytes(m, rows, in.dtype, o.wire, P > 1);
+    std::vector<UnitCost> fixed_units;
+    std::vector<UnitKind> fixed_kinds;
+    if (q == 0) {
+      fixed_state += unit_state_bytes(m, UnitKind::embedding, in.dtype, s.group, o.fsdp);
+      fixed_units.push_back(emb), fixed_kinds.push_back(UnitKind::embedding);
+    }
+    if (q == P - 1) {
+      fixed_state += unit_state_bytes(m, UnitKind::head, in.dtype, s.group, o.fsdp);
+      if (m.tie_embeddings && P > 1)
+        fixed_state += unit_state_bytes(m, UnitKind::embedding, in.dtype, s.group, o.fsdp);
+      fixed_units.push_back(head), fixed_kinds.push_back(UnitKind::head);
+    }
     int most = 0;
     for (int b = 1; b <= int(m.n_layers); ++b) {
-      double params = double(b) * double(m.block_parameters());
-      double stash = double(b) * double(block.stash_bytes);
-      double workspace = double(block.workspace_bytes);
-      if (q == 0) {
-        params += double(m.embedding_parameters());
-        stash += double(emb.stash_bytes);
-        workspace = std::max(workspace, double(emb.workspace_bytes));
-      }
-      if (q == P - 1) {
-        params += double(m.head_parameters());
-        if (m.tie_embeddings && P > 1) params += double(m.embedding_parameters());
-        stash += double(head.stash_bytes);
-        workspace = std::max(workspace, double(head.workspace_bytes));
-      }
-      const double bytes = rank_memory_bytes({.params = params,
-                                              .stash_bytes = stash,
-                                              .stashed = peaks[size_t(q)],
-                                              .workspace_bytes = workspace,
-                                              .rows = rows,
-                                              .group = s.group,
-                                              .fsdp = o.fsdp,
-                                              .micro_batches = int(micro_batches),
-                                              .batch_rows = o.rows},
-                                             m, in.dtype);
-      if (bytes > double(chip.memory_bytes)) break;
+      std::vector<UnitCost> units = fixed_units;
+      std::vector<UnitKind> kinds = fixed_kinds;
+      units.insert(units.end(), size_t(b), block);
+      kinds.insert(kinds.end(), size_t(b), UnitKind::block);
+      const StageActivations stage =
+          stage_activations(units, kinds, o.recompute, rows * m.activation_bytes_per_row(in.dtype));
+      const int64_t bytes = fixed_state + int64_t(b) * block_state + held[size_t(q)].peak_of(stage);
+      if (bytes > chip.memory_bytes) break;
       most = b;
     }
     c.block_s.push_back(per_block);
@@ -303,7 +302,7 @@ SearchResult search(const Cluster& cluster, const CostInputs& in, const SearchSp
   std::exception_ptr error;
   auto work = [&](int w) {
     try {
-      std::map<std::tuple<int, int, int64_t, int>, std::vector<int>> peaks_cache;
+      std::map<std::tuple<int, int, int64_t, int>, std::vector<HeldCounts>> held_cache;
       for (size_t i = next++; i < outers.size(); i = next++) {
         for (bool recompute : {false, true}) {
           if (recompute && !space.recompute) break;
@@ -312,14 +311,17 @@ SearchResult search(const Cluster& cluster, const CostInputs& in, const SearchSp
           const int P = int(o.layout.positions.size());
           const int64_t micro = space.global_rows / o.layout.replicas / o.rows;
           const auto key = std::make_tuple(int(o.schedule), P, micro, o.chunks);
-          auto found = peaks_cache.find(key);
-          if (found == peaks_cache.end()) {
-            Plan shape;  // the schedule's shape alone decides the peak stash per position
+          auto found = held_cache.find(key);
+          if (found == held_cache.end()) {
+            Plan shape;  // the schedule's shape alone decides what each position holds
             shape.group_sizes.assign(size_t(P), 1);
             shape.layout = pipeline::StageLayout::uniform(std::max(L, P * o.chunks), P * o.chunks);
             shape.schedule = o.schedule, shape.chunks = o.chunks;
             shape.micro_batches = int(micro);
-            found = peaks_cache.emplace(key, pipeline::peak_stash(shape.lowered_schedule())).first;
+            std::vector<HeldCounts> held;
+            for (const auto& list : shape.lowered_schedule().per_rank)
+              held.push_back(HeldCounts::of(list));
+            found = held_cache.emplace(key, std::move(held)).first;
           }
           const Costs c = position_costs(o, micro, found->second, cluster, in);
           std::optional<std::vector<int>> blocks;

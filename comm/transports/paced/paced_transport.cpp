@@ -4,12 +4,14 @@
 #include <cstring>
 
 #include "comm/comm_error.h"
+#include "comm/timeouts.h"
 #include "core/error.h"
 
 namespace h2::comm {
 namespace {
 
 constexpr size_t kTrailer = sizeof(int64_t);  // the sender's clock, nanoseconds
+constexpr int kDrainPolls = 4096;             // bounds one drain of the transport's queue
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -55,7 +57,18 @@ OpId PacedTransport::post_send(int peer, uint64_t tag, const void* data, size_t 
   if (bytes > 0) std::memcpy(p.buffer.data(), data, bytes);
   const int64_t sent = now_ns();
   std::memcpy(p.buffer.data() + bytes, &sent, kTrailer);
-  const OpId op = inner_->post_send(peer, tag, p.buffer.data(), p.buffer.size());
+  p.inner = inner_->post_send(peer, tag, p.buffer.data(), p.buffer.size());
+  // The bytes leave now, whatever the sender does next: a link moves data without its sender's
+  // CPU, while the transport underneath may need the sender to poll (fragments, rendezvous). The
+  // receiver paces the arrival. Bounded by the communication timeout; a failed peer ends it.
+  const auto give_up = Clock::now() + comm_timeout();
+  std::optional<Completion> sent_now;
+  while (!(sent_now = inner_->test(p.inner))) {
+    if (inner_->failure() || Clock::now() > give_up) break;  // the caller's wait reports it
+    inner_->progress();
+  }
+  if (sent_now) p.arrived = sent_now;
+  const OpId op = next_id_++;
   pending_.emplace(op, std::move(p));
   return op;
 }
@@ -66,7 +79,8 @@ OpId PacedTransport::post_recv(int peer, uint64_t tag, uint64_t mask, void* data
             .buffer = std::vector<std::byte>(bytes + kTrailer),
             .user = data,
             .capacity = bytes};
-  const OpId op = inner_->post_recv(peer, tag, mask, p.buffer.data(), p.buffer.size());
+  p.inner = inner_->post_recv(peer, tag, mask, p.buffer.data(), p.buffer.size());
+  const OpId op = next_id_++;
   pending_.emplace(op, std::move(p));
   return op;
 }
@@ -76,16 +90,25 @@ std::optional<Completion> PacedTransport::test(OpId op) {
   H2_CHECK(it != pending_.end(), "paced transport: unknown transfer {}", op);
   Pending& p = it->second;
   const Clock::time_point now = Clock::now();
+  if (!p.recv) {  // a send: done once the bytes left (its copy frees the caller's buffer)
+    if (!p.arrived) p.arrived = inner_->test(p.inner);
+    if (!p.arrived) return std::nullopt;
+    const Completion done{p.arrived->sender_tag, p.arrived->bytes - kTrailer};
+    pending_.erase(it);
+    return done;
+  }
   if (!p.arrived) {
-    p.arrived = inner_->test(op);
+    p.arrived = inner_->test(p.inner);
+    if (!p.arrived) {
+      // One poll may take only part of what is queued (a long message is many fragments):
+      // drain the transport before concluding that the bytes are not here yet.
+      for (int i = 0; i < kDrainPolls && inner_->progress(); ++i) {
+      }
+      p.arrived = inner_->test(p.inner);
+    }
     if (!p.arrived) {
       p.last_miss = now;
       return std::nullopt;
-    }
-    if (!p.recv) {  // the sender's copy is free: done
-      const Completion done{p.arrived->sender_tag, p.arrived->bytes - kTrailer};
-      pending_.erase(it);
-      return done;
     }
     if (p.arrived->bytes < kTrailer)
       H2_THROW(CommError, "paced transport: a {}-byte message from rank {} has no send time",

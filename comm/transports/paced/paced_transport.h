@@ -66,6 +66,7 @@ class PacedTransport final : public Transport {
  private:
   using Clock = std::chrono::steady_clock;
   struct Pending {
+    OpId inner = 0;  // the wrapped transport's id (it reuses ids once they complete)
     bool recv = false;
     int peer = 0;
     std::vector<std::byte> buffer;      // payload + trailer
@@ -79,6 +80,7 @@ class PacedTransport final : public Transport {
   std::unique_ptr<Transport> inner_;
   std::function<LinkSpec(int peer)> link_;
   std::shared_ptr<LinkPacing> pacing_;
+  OpId next_id_ = 1;
   std::map<OpId, Pending> pending_;
   std::map<int, Clock::time_point> link_free_;  // by sender: when its last transfer finished
 };

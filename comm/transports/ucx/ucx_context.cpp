@@ -8,12 +8,13 @@
 
 namespace h2::comm {
 
-std::shared_ptr<UcxContext> UcxContext::create() {
+std::shared_ptr<UcxContext> UcxContext::create(const UcxContextOptions& options) {
   std::shared_ptr<UcxContext> ctx(new UcxContext());
   ucp_config_t* config = nullptr;
   H2_UCX_CHECK(ucp_config_read(nullptr, nullptr, &config));
   std::unique_ptr<ucp_config_t, decltype(&ucp_config_release)> config_guard(config,
                                                                             ucp_config_release);
+  if (options.eager) H2_UCX_CHECK(ucp_config_modify(config, "RNDV_THRESH", "inf"));
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM;

@@ -10,9 +10,17 @@
 
 namespace h2::comm {
 
+struct UcxContextOptions {
+  // Send every message eagerly (the data moves without the sender polling again), as an RDMA NIC
+  // moves it without the CPU. Emulated links ask for it: with rendezvous, a pipeline stage's
+  // transfer waits until its sender returns from computing and polls, which no real link does.
+  // Unset: UCX's own threshold (UCX_RNDV_THRESH).
+  bool eager = false;
+};
+
 class UcxContext {
  public:
-  static std::shared_ptr<UcxContext> create();
+  static std::shared_ptr<UcxContext> create(const UcxContextOptions& options = {});
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;
   UcxContext& operator=(const UcxContext&) = delete;
