@@ -65,8 +65,9 @@ Command make_plan_command(CLI::App& parent) {
                   evaluate_plan_file(options->evaluate, cfg, cluster, inputs);
               print_candidate(given, options->evaluate, print);
               if (!options->out.empty())
-                write_plan_file(options->out, given, cluster, inputs, cfg,
-                                fmt::format("the plan of {}", options->evaluate));
+                write_plan_file(options->out,
+                                plan_text(options->out, given, cluster, inputs, cfg,
+                                          fmt::format("the plan of {}", options->evaluate)));
               return 0;
             }
             parallel::planner::SearchSpace space = search_space(cfg);
@@ -80,16 +81,18 @@ Command make_plan_command(CLI::App& parent) {
                        "use chips with more memory, a smaller model or a smaller batch",
                        cluster.source, options->config_path);
             if (!options->out.empty()) {
-              write_plan_file(options->out, result.best.front(), cluster, inputs, cfg,
-                              "the best of the search");
+              write_plan_file(options->out, plan_text(options->out, result.best.front(), cluster,
+                                                      inputs, cfg, "the best of the search"));
               print(fmt::format("plan written to {} (h2 train ... --set parallel.plan={})",
                                 options->out, options->out));
             }
             if (!options->write_top.empty())
-              for (size_t i = 0; i < result.best.size() && int(i) < options->top; ++i)
-                write_plan_file(fmt::format("{}/plan-{:02}.yaml", options->write_top, i + 1),
-                                result.best[i], cluster, inputs, cfg,
-                                fmt::format("number {} of the search", i + 1));
+              for (size_t i = 0; i < result.best.size() && int(i) < options->top; ++i) {
+                const std::string path =
+                    fmt::format("{}/plan-{:02}.yaml", options->write_top, i + 1);
+                write_plan_file(path, plan_text(path, result.best[i], cluster, inputs, cfg,
+                                                fmt::format("number {} of the search", i + 1)));
+              }
             return 0;
           }};
 }

@@ -84,9 +84,9 @@ config::PlanPrediction prediction_of(const planner::Candidate& c,
   return p;
 }
 
-void write_plan_file(const std::string& path, const planner::Candidate& c, const Cluster& cluster,
-                     const planner::CostInputs& inputs, const config::TrainConfig& config,
-                     const std::string& what) {
+std::string plan_text(const std::string& path, const planner::Candidate& c, const Cluster& cluster,
+                      const planner::CostInputs& inputs, const config::TrainConfig& config,
+                      const std::string& what) {
   std::vector<std::string> chips;
   for (const planner::PositionEstimate& q : c.estimate.positions) chips.push_back(q.chip);
   const std::string header = fmt::format(
@@ -94,12 +94,22 @@ void write_plan_file(const std::string& path, const planner::Candidate& c, const
       "h2run -n {} --cluster {} -- h2 train CONFIG --set parallel.plan={}",
       config.origin_of("model.dim"), cluster.name, cluster.source, what, 1e3 * c.estimate.step_s,
       c.plan.world_size(), cluster.source, path);
-  const std::string text = config::plan_file_text(c.plan, chips, prediction_of(c, inputs), header);
+  return config::plan_file_text(c.plan, chips, prediction_of(c, inputs), header);
+}
+
+void write_plan_file(const std::string& path, const std::string& text) {
   const std::filesystem::path file(path);
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-  std::ofstream out(path);
-  out << text;
-  if (!out) H2_THROW(Error, "cannot write the plan file {}", path);
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial);
+    out << text;
+    out.flush();
+    if (!out) H2_THROW(Error, "cannot write the plan file {}", partial);
+  }
+  std::error_code error;
+  std::filesystem::rename(partial, file, error);
+  if (error) H2_THROW(Error, "cannot rename {} to {}: {}", partial, path, error.message());
 }
 
 }  // namespace h2::cli

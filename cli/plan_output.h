@@ -27,9 +27,14 @@ void print_candidate(const parallel::planner::Candidate& candidate, const std::s
 config::PlanPrediction prediction_of(const parallel::planner::Candidate& candidate,
                                      const parallel::planner::CostInputs& inputs);
 
-// `what` says where the plan came from in the file's header ("the best of the search").
-void write_plan_file(const std::string& path, const parallel::planner::Candidate& candidate,
-                     const Cluster& cluster, const parallel::planner::CostInputs& inputs,
-                     const config::TrainConfig& config, const std::string& what);
+// A candidate's plan file text, to be saved at `path` (its header says how to run it); `what` says
+// where the plan came from ("the best of the search").
+std::string plan_text(const std::string& path, const parallel::planner::Candidate& candidate,
+                      const Cluster& cluster, const parallel::planner::CostInputs& inputs,
+                      const config::TrainConfig& config, const std::string& what);
+
+// Writes a plan file through a temporary file and a rename, so a crash leaves the old file or the
+// new one, never half of one.
+void write_plan_file(const std::string& path, const std::string& text);
 
 }  // namespace h2::cli

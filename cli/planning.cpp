@@ -2,6 +2,7 @@
 #include "cli/planning.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -65,6 +66,19 @@ double emulation_time_scale(const Cluster& cluster) {
   return cluster.time_scale * env_double("H2_VCHIP_TIME_SCALE", 0, 1e6);
 }
 
+std::vector<std::string> missing_profiles(const Cluster& cluster, const config::TrainConfig& config,
+                                          const std::string& dir) {
+  const planner::ModelShape shape = model_shape(config);
+  const double scale = emulation_time_scale(cluster);
+  std::vector<std::string> missing;
+  for (const std::string& type : cluster.chip_types()) {
+    const planner::ProfileKey key =
+        planner::profile_key(cluster.chip(type), scale, shape, config.train.dtype);
+    if (!fs::exists(fs::path(dir) / planner::profile_file_name(key))) missing.push_back(type);
+  }
+  return missing;
+}
+
 planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainConfig& config,
                                    const ProfileRequest& request) {
   const planner::ModelShape shape = model_shape(config);
@@ -85,6 +99,11 @@ planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainCo
     }
   }
   if (missing.empty()) return profiles;
+  if (!request.measure_missing)
+    H2_THROW(ConfigError,
+             "{}: no profile of chip type{} {} in {}; run h2 profile --cluster {} CONFIG",
+             cluster.source, missing.size() > 1 ? "s" : "", fmt::join(missing, ", "), request.dir,
+             cluster.source);
   // One virtual chip of each missing type, paced as in the job, with the threads a rank gets.
   RuntimeOptions options = RuntimeOptions::from_env();
   options.chips.clear();  // not the built-in chips: the cluster's, vchip:i the i-th missing type

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/cluster.h"
 #include "parallel/planner/search.h"
@@ -22,10 +23,15 @@ double emulation_time_scale(const Cluster& cluster);
 struct ProfileRequest {
   std::string dir = "profiles";  // where profiles are cached
   bool remeasure = false;        // measure even when a matching file exists
+  bool measure_missing = true;   // false: a missing profile is an error
   train::ProfileOptions options;
   int threads = 0;  // CPU threads while measuring (0: the cores one rank of the job gets)
   std::function<void(const std::string&)> print;
 };
+
+// The chip types of `cluster` that have no cached profile for `config` in `dir`.
+std::vector<std::string> missing_profiles(const Cluster& cluster, const config::TrainConfig& config,
+                                          const std::string& dir);
 
 // One profile per chip type of `cluster` for `config`'s model and dtype.
 parallel::planner::Profiles cluster_profiles(const Cluster& cluster,

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "backends/registry.h"
+#include "cli/auto_plan.h"
 #include "cli/command.h"
 #include "cli/job_cluster.h"
 #include "comm/timeouts.h"
@@ -18,6 +19,15 @@
 #include "train/trainer.h"
 
 namespace h2::cli {
+namespace {
+
+void print_line(const std::string& line) {
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 Command make_train_command(CLI::App& parent) {
   struct Options {
     std::string config_path;
@@ -33,10 +43,19 @@ Command make_train_command(CLI::App& parent) {
       app, [options] {
         config::TrainConfig cfg = config::load_config(options->config_path, options->overrides);
         const comm::RankInfo rank = comm::discover_rank(comm::process_env());
-        if (!cfg.parallel.plan.empty())  // before anything reads the stages or devices
-          config::apply_plan(config::load_plan(cfg.parallel.plan), cfg, rank.size);
-        RuntimeOptions runtime_options = RuntimeOptions::from_env();
         const std::optional<Cluster> cluster = job_cluster(cfg);
+        if (cfg.parallel.plan == "auto") {  // before anything reads the stages or devices
+          if (!cluster)
+            H2_THROW(ConfigError,
+                     "parallel.plan auto ({}) plans a cluster: set cluster.file or start the job "
+                     "with h2run --cluster FILE",
+                     cfg.origin_of("parallel.plan"));
+          config::apply_plan(auto_plan(cfg, *cluster, rank.rank, rank.size, print_line), cfg,
+                             rank.size);
+        } else if (!cfg.parallel.plan.empty()) {
+          config::apply_plan(config::load_plan(cfg.parallel.plan), cfg, rank.size);
+        }
+        RuntimeOptions runtime_options = RuntimeOptions::from_env();
         std::vector<int> chips;
         if (cluster) chips = apply_cluster(*cluster, cfg, runtime_options, rank.size);
         // Ranks sharing a node share its cores: each takes its share unless told otherwise.
@@ -57,13 +76,7 @@ Command make_train_command(CLI::App& parent) {
               comm::WorldOptions{.cluster = cluster ? &*cluster : nullptr, .cluster_chips = chips});
         else
           alone = comm::loopback_communicator();
-        train::Trainer trainer(
-            cfg, *runtime,
-            [](const std::string& line) {
-              fmt::print("{}\n", line);
-              std::fflush(stdout);
-            },
-            world ? world->comm() : *alone);
+        train::Trainer trainer(cfg, *runtime, print_line, world ? world->comm() : *alone);
         train::TrainSummary summary = trainer.run();
         if (rank.rank != 0) return 0;
         fmt::print("done: {} steps, final loss {:.4f}{}, {:.0f} tok/s, peak memory {:.1f} MiB\n",

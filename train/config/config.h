@@ -108,8 +108,9 @@ struct ParallelConfig {
   // empty: one rank per group.
   std::string stage_ranks;
   // pipeline: a HeteroPP plan file (config/plan.h) that sets stage_layers, stage_ranks and
-  // cluster.devices; empty: those keys as given.
+  // cluster.devices; "auto": HeteroAuto plans the job's cluster at start; empty: those keys.
   std::string plan;
+  std::string profiles = "profiles";  // parallel.plan auto: the folder of cached chip profiles
   // pipeline: activations between ranks: auto (the compute dtype), f32, bf16, f8e4m3
   WireDtype wire_dtype = WireDtype::compute;
   bool recompute = false;  // pipeline: blocks recompute their activations in backward

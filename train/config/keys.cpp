@@ -144,8 +144,12 @@ const KeyInfo kKeys[] = {
      "pipeline: ranks per stage group, comma-separated (\"2,1\"): a group splits each "
      "micro-batch's rows; empty: one rank each"},
     {"parallel.plan", KT::string, &field<&TC::parallel, &PC::plan>,
-     "pipeline: a HeteroPP plan file (stages: layers, chip, ranks) setting stage_layers, "
-     "stage_ranks and cluster.devices"},
+     "pipeline: a HeteroPP plan file (stages: layers, chip, ranks; h2 plan writes one) setting "
+     "stage_layers, stage_ranks, cluster.devices and the other decisions it records; auto: "
+     "HeteroAuto plans the job's cluster (cluster.file) at start and logs the plan"},
+    {"parallel.profiles", KT::string, &field<&TC::parallel, &PC::profiles>,
+     "parallel.plan auto: folder of cached chip profiles (h2 profile writes them; missing ones "
+     "are measured by rank 0 first)"},
     {"parallel.wire_dtype",
      KT::choice,
      choice<&TC::parallel, &PC::wire_dtype>(),

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "train/config/keys.h"
@@ -77,9 +79,17 @@ PlanPrediction read_prediction(const YAML::Node& node, const std::string& path) 
 Plan load_plan(const std::string& path) {
   if (!std::filesystem::exists(path))
     H2_THROW(ConfigError, "parallel.plan = '{}': file not found", path);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) H2_THROW(ConfigError, "parallel.plan = '{}': cannot read it", path);
+  return parse_plan(text.str(), path);
+}
+
+Plan parse_plan(const std::string& text, const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     H2_THROW(ConfigError, "{}:{}: not YAML: {}", path, e.mark.line + 1, e.msg);
   }

@@ -54,6 +54,8 @@ struct Plan {
 
 // Reads the file; ConfigError naming FILE:LINE for malformed entries.
 Plan load_plan(const std::string& path);
+// The same from a plan file's text; `source` names it in messages.
+Plan parse_plan(const std::string& text, const std::string& source);
 
 // Checks `plan` against `config` and a job of `world_size` ranks and writes its settings and
 // stages into the config (parallel.mode pipeline, stage_layers, stage_ranks, cluster.devices and
