@@ -22,6 +22,9 @@ Command make_plan_command(CLI::App& parent) {
     std::vector<std::string> overrides;
     int top = 5;
     bool explain = false;
+    int64_t max_classes = kDefaultMaxClasses;
+    bool datasheet = false;
+    std::vector<double> efficiency;
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand(
@@ -32,6 +35,10 @@ Command make_plan_command(CLI::App& parent) {
       ->required();
   app->add_option("--top", options->top, "plans to print (default 5)")->check(CLI::Range(1, 1000));
   app->add_flag("--explain", options->explain, "say why each runner-up lost to the best");
+  app->add_option("--max-classes", options->max_classes,
+                  "expand at most this many classes of plans, most promising first (0: all; "
+                  "default 48); a search stopped early says how far from the optimum it can be")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   app->add_option("--out", options->out, "write the best plan here (parallel.plan reads it)");
   app->add_option("--profiles", options->profiles,
                   "folder of cached profiles (default profiles; missing ones are measured)");
@@ -40,6 +47,7 @@ Command make_plan_command(CLI::App& parent) {
                   "prediction)");
   app->add_option("--write-top", options->write_top,
                   "write each of the top K plans to this folder (plan-01.yaml, ...)");
+  add_datasheet_options(*app, options->datasheet, options->efficiency);
   app->add_option("--set", options->overrides, "Override a config key: section.key=value");
   app->footer(
       "The config's global batch (train.batch_size x train.grad_accum x parallel.replicas "
@@ -54,6 +62,7 @@ Command make_plan_command(CLI::App& parent) {
               std::fflush(stdout);
             };
             ProfileRequest request{.dir = options->profiles, .print = print};
+            if (options->datasheet) use_datasheet(request, options->efficiency, "--efficiency");
             request.options.seed = uint64_t(cfg.train.seed);
             const parallel::planner::Profiles profiles = cluster_profiles(cluster, cfg, request);
             const parallel::planner::CostInputs inputs{.cluster = &cluster,
@@ -71,6 +80,7 @@ Command make_plan_command(CLI::App& parent) {
               return 0;
             }
             parallel::planner::SearchSpace space = search_space(cfg);
+            space.max_classes = options->max_classes;
             space.keep = std::max(options->top, 10);
             const parallel::planner::SearchResult result =
                 parallel::planner::search(cluster, inputs, space);

@@ -50,10 +50,16 @@ void print_search(const planner::SearchResult& result, const Cluster& cluster,
       "tokens per step, {}",
       cluster.name, cluster.size(), fmt::join(chips, ", "), inputs.model.parameters(),
       inputs.model.n_layers, space.global_rows, inputs.model.seq_len, dtype_name(inputs.dtype)));
-  print(
-      fmt::format("searched {} configurations, costed {} plans in {:.2f} s; {} ruled out by "
-                  "memory",
-                  result.outer_candidates, result.costed, result.seconds, result.memory_pruned));
+  print(fmt::format(
+      "searched {} of {} classes (chips, replicas, groups, micro-batch size): {} configurations, "
+      "costed {} plans in {:.2f} s; {} ruled out by memory; {}",
+      result.classes_expanded, result.classes, result.outer_candidates, result.costed,
+      result.seconds, result.memory_pruned,
+      result.optimality_gap > 0
+          ? fmt::format("stopped by the budget (--max-classes): the best is within {:.1f}% of "
+                        "the optimum",
+                        100 * result.optimality_gap)
+          : std::string("complete: the rest are bounded out")));
   for (size_t i = 0; i < result.best.size() && int(i) < top; ++i) {
     const planner::Candidate& c = result.best[i];
     print_candidate(c, fmt::format("#{:<2}", i + 1), print);

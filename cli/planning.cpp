@@ -66,6 +66,28 @@ double emulation_time_scale(const Cluster& cluster) {
   return cluster.time_scale * env_double("H2_VCHIP_TIME_SCALE", 0, 1e6);
 }
 
+void add_datasheet_options(CLI::App& app, bool& datasheet, std::vector<double>& efficiency) {
+  app.add_flag("--datasheet", datasheet,
+               "derive missing profiles from the chips' data-sheet figures instead of measuring "
+               "(rooflines with stated efficiencies; parallel/planner/datasheet_profile.h)");
+  app.add_option("--efficiency", efficiency,
+                 "with --datasheet: GEMM, attention and memory-bandwidth efficiency "
+                 "(default 0.6,0.4,0.8)")
+      ->delimiter(',')
+      ->expected(3);
+}
+
+void use_datasheet(ProfileRequest& request, const std::vector<double>& efficiency,
+                   const std::string& flag) {
+  request.datasheet = true;
+  if (efficiency.empty()) return;
+  for (double e : efficiency)
+    if (!(e > 0 && e <= 1))
+      H2_THROW(ConfigError, "{} {}: each efficiency is a fraction of peak in (0, 1]", flag,
+               fmt::join(efficiency, ","));
+  request.efficiency = {efficiency[0], efficiency[1], efficiency[2]};
+}
+
 std::vector<std::string> missing_profiles(const Cluster& cluster, const config::TrainConfig& config,
                                           const std::string& dir) {
   const planner::ModelShape shape = model_shape(config);
@@ -99,6 +121,22 @@ planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainCo
     }
   }
   if (missing.empty()) return profiles;
+  if (request.datasheet) {
+    std::vector<int64_t> rows = request.options.rows;
+    for (int64_t r = 16; r <= 1024; r *= 2) rows.push_back(r);  // planners at scale need more
+    for (const std::string& type : missing) {
+      const ChipSpec& spec = cluster.chip(type);
+      planner::ChipProfile p = planner::datasheet_profile(spec, scale, shape, config.train.dtype,
+                                                          rows, request.efficiency);
+      const fs::path path = fs::path(request.dir) / planner::profile_file_name(p.key);
+      write_atomically(path, planner::to_json(p));
+      if (request.print)
+        request.print(fmt::format("{}: profile {} from its data-sheet figures ({})", type,
+                                  path.string(), p.origin));
+      profiles.by_chip[type] = std::move(p);
+    }
+    return profiles;
+  }
   if (!request.measure_missing)
     H2_THROW(ConfigError,
              "{}: no profile of chip type{} {} in {}; run h2 profile --cluster {} CONFIG",
@@ -147,6 +185,7 @@ planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainCo
 planner::SearchSpace search_space(const config::TrainConfig& c) {
   planner::SearchSpace space;
   space.global_rows = c.train.batch_size * c.train.grad_accum * c.parallel.replicas;
+  space.max_classes = kDefaultMaxClasses;
   return space;
 }
 

@@ -4,11 +4,13 @@
 // search space a config implies, and the plan a search result becomes.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "core/cluster.h"
+#include "parallel/planner/datasheet_profile.h"
 #include "parallel/planner/search.h"
 #include "train/config/config.h"
 #include "train/unit_profiler.h"
@@ -24,10 +26,22 @@ struct ProfileRequest {
   std::string dir = "profiles";  // where profiles are cached
   bool remeasure = false;        // measure even when a matching file exists
   bool measure_missing = true;   // false: a missing profile is an error
+  // Missing profiles are derived from the chips' data-sheet figures instead of measured
+  // (parallel/planner/datasheet_profile.h): clusters that exist only on paper.
+  bool datasheet = false;
+  parallel::planner::Efficiency efficiency;
   train::ProfileOptions options;
   int threads = 0;  // CPU threads while measuring (0: the cores one rank of the job gets)
   std::function<void(const std::string&)> print;
 };
+
+// --datasheet and --efficiency, as h2 profile and h2 plan take them.
+void add_datasheet_options(CLI::App& app, bool& datasheet, std::vector<double>& efficiency);
+
+// Turns on data-sheet profiles with the given (GEMM, attention, memory) efficiencies, each in
+// (0, 1]; none given keeps the defaults. `flag` names the option in errors.
+void use_datasheet(ProfileRequest& request, const std::vector<double>& efficiency,
+                   const std::string& flag);
 
 // The chip types of `cluster` that have no cached profile for `config` in `dir`.
 std::vector<std::string> missing_profiles(const Cluster& cluster, const config::TrainConfig& config,
@@ -37,6 +51,10 @@ std::vector<std::string> missing_profiles(const Cluster& cluster, const config::
 parallel::planner::Profiles cluster_profiles(const Cluster& cluster,
                                              const config::TrainConfig& config,
                                              const ProfileRequest& request);
+
+// Classes the search expands at most by default: every small cluster's whole space, and about
+// 10 s of search for 1,024 chips on 2 cores (docs/planner.md, "Search at scale").
+inline constexpr int64_t kDefaultMaxClasses = 48;
 
 // The search space of `config`: its global batch (train.batch_size x train.grad_accum x
 // parallel.replicas sequences per step) kept fixed, every schedule, wire and FSDP choice.

@@ -19,6 +19,8 @@ Command make_profile_command(CLI::App& parent) {
     std::vector<int64_t> rows = {1, 2, 4, 8};
     int repeats = 5;
     bool force = false;
+    bool datasheet = false;
+    std::vector<double> efficiency;
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand(
@@ -33,6 +35,7 @@ Command make_profile_command(CLI::App& parent) {
   app->add_option("--repeats", options->repeats, "runs per figure, median kept (default 5)")
       ->check(CLI::Range(1, 1000));
   app->add_flag("--force", options->force, "measure again even where a cached profile matches");
+  add_datasheet_options(*app, options->datasheet, options->efficiency);
   app->add_option("--set", options->overrides, "Override a config key: section.key=value");
   return {app, [options] {
             const config::TrainConfig cfg =
@@ -41,6 +44,7 @@ Command make_profile_command(CLI::App& parent) {
             for (int64_t r : options->rows)
               if (r < 1) H2_THROW(ConfigError, "--rows: {} is not a positive size", r);
             ProfileRequest request{.dir = options->out, .remeasure = options->force};
+            if (options->datasheet) use_datasheet(request, options->efficiency, "--efficiency");
             request.options.rows = options->rows;
             request.options.repeats = options->repeats;
             request.options.seed = uint64_t(cfg.train.seed);

@@ -116,7 +116,7 @@ Cluster parse_cluster(const std::string& yaml_text, const std::string& source) {
     std::map<std::string, int> nodes_of_type;
     for (const YAML::Node& n : nodes) {
       if (!n.IsMap()) H2_THROW(ConfigError, "{}: a node is a map {{chip, count}}", at(source, n));
-      only_keys(n, {"chip", "count"}, "node", source);
+      only_keys(n, {"chip", "count", "repeat"}, "node", source);
       if (!n["chip"] || !n["count"])
         H2_THROW(ConfigError, "{}: a node needs chip and count", at(source, n));
       ClusterNode node{.chip = n["chip"].as<std::string>()};
@@ -128,8 +128,20 @@ Cluster parse_cluster(const std::string& yaml_text, const std::string& source) {
         H2_THROW(ConfigError, "{}: node count = {} must be a whole number of chips, at least 1",
                  at(source, n["count"]), n["count"].Scalar());
       node.count = int(count);
-      ++nodes_of_type[node.chip];
-      c.nodes.push_back(std::move(node));
+      // `repeat: K` stands for K identical nodes (a rack of them).
+      double repeat = 1;
+      if (n["repeat"]) {
+        repeat = number(n["repeat"], "node repeat", source);
+        if (repeat < 1 || repeat != std::floor(repeat) || repeat > 1 << 16)
+          H2_THROW(ConfigError, "{}: repeat = {} must be a whole number of nodes, at least 1",
+                   at(source, n["repeat"]), n["repeat"].Scalar());
+      }
+      for (int k = 0; k < int(repeat); ++k) {
+        ++nodes_of_type[node.chip];
+        c.nodes.push_back(node);
+      }
+      if (c.size() > 1 << 20)
+        H2_THROW(ConfigError, "{}: more than {} chips", at(source, n), 1 << 20);
     }
     std::set<std::string> intra, inter;
     for (const ClusterNode& n : c.nodes)
@@ -145,20 +157,20 @@ Cluster parse_cluster(const std::string& yaml_text, const std::string& source) {
     if (links) only_keys(links, {"intra_node", "inter_node", "cross_type"}, "links", source);
     c.intra_node = per_type(l, "intra_node", intra, c);
     c.inter_node = per_type(l, "inter_node", inter, c);
-    if (nodes_of_type.size() > 1) {
-      if (!links || !links["cross_type"])
-        H2_THROW(ConfigError,
-                 "{}: the cluster mixes {} chip types but links.cross_type is missing; add "
-                 "'cross_type: {{bandwidth: BYTES_PER_S, latency: SECONDS}}'",
-                 source, nodes_of_type.size());
+    if (nodes_of_type.size() > 1 && (!links || !links["cross_type"]))
+      H2_THROW(ConfigError,
+               "{}: the cluster mixes {} chip types but links.cross_type is missing; add "
+               "'cross_type: {{bandwidth: BYTES_PER_S, latency: SECONDS}}'",
+               source, nodes_of_type.size());
+    if (links && links["cross_type"]) {  // checked even where one chip type leaves it unused
       const YAML::Node cross = links["cross_type"];
+      std::set<std::string> all;
+      for (const auto& [type, count] : nodes_of_type) all.insert(type);
       if (cross.IsMap() && cross["bandwidth"]) {  // one link for every type
         const LinkSpec link = link_spec(cross, "links.cross_type", source);
-        for (const auto& [type, count] : nodes_of_type) c.cross_type[type] = link;
+        for (const std::string& type : all) c.cross_type[type] = link;
       } else {  // each type's own cross-vendor link
-        std::set<std::string> all;
-        for (const auto& [type, count] : nodes_of_type) all.insert(type);
-        c.cross_type = per_type(l, "cross_type", all, c);
+        c.cross_type = per_type(l, "cross_type", all.size() > 1 ? all : std::set<std::string>{}, c);
       }
     }
   } catch (const YAML::Exception& e) {  // a conversion this parser did not anticipate

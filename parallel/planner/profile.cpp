@@ -129,11 +129,10 @@ ProfileKey profile_key(const ChipSpec& chip, double time_scale, const ModelShape
   std::string peaks;
   for (const auto& [t, flops] : chip.peak_flops)
     peaks += fmt::format("{}{}={:g}", peaks.empty() ? "" : ",", dtype_name(t), flops);
-  const std::string spec = fmt::format(
-      "memory={} memory_bandwidth={:g} link_bandwidth={:g} "
-      "peak_flops={} time_scale={:g}",
-      chip.memory_bytes, chip.memory_bandwidth, chip.link_bandwidth, peaks,
-      chip.time_scale * time_scale);
+  // The chip's capacity is left out: it changes no time or byte a profile holds.
+  const std::string spec =
+      fmt::format("memory_bandwidth={:g} link_bandwidth={:g} peak_flops={} time_scale={:g}",
+                  chip.memory_bandwidth, chip.link_bandwidth, peaks, chip.time_scale * time_scale);
   return {chip.name, spec, model, dtype, std::string(h2_version())};
 }
 
@@ -175,6 +174,7 @@ std::string to_json(const ChipProfile& p) {
                               {"dtype", dtype_name(p.key.dtype)},
                               {"h2_version", p.key.h2_version},
                               {"overrun_share", p.overrun_share},
+                              {"origin", p.origin},
                               {"rows", rows}};
   return doc.dump(2) + "\n";
 }
@@ -197,6 +197,7 @@ ChipProfile profile_from_json(const std::string& text, const std::string& source
     p.key = {doc.at("chip"), doc.at("chip_spec"), shape_from(doc.at("model")),
              parse_dtype(doc.at("dtype").get<std::string>()), doc.at("h2_version")};
     p.overrun_share = doc.value("overrun_share", 0.0);
+    p.origin = doc.value("origin", std::string("measured"));
     for (const auto& [n, units] : doc.at("rows").items()) {
       std::array<UnitCost, kUnitKinds> costs;
       for (int k = 0; k < kUnitKinds; ++k)

@@ -74,6 +74,8 @@ struct ChipProfile {
   // Emulated chips: the share of the modelled time by which the host overran it while measuring
   // (honest emulation needs it below 2%; core/device.h PacingStats). 0 for real chips.
   double overrun_share = 0;
+  // "measured" by h2 profile, or what else made it (datasheet_profile.h states its assumptions).
+  std::string origin = "measured";
   // By micro-batch rows (measured sizes), each unit kind's cost.
   std::map<int64_t, std::array<UnitCost, kUnitKinds>> by_rows;
 

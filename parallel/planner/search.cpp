@@ -2,6 +2,7 @@
 #include "parallel/planner/search.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,54 +36,6 @@ std::vector<int> divisors(int n) {
   std::vector<int> out;
   for (int d = 1; d <= n; ++d)
     if (n % d == 0) out.push_back(d);
-  return out;
-}
-
-// Every layout of the chip types: a non-empty subset of the types (each used wholly), replicas
-// dividing each used type's count, per type a group size g and count/(R g) positions, and every
-// order of the used types along the pipeline (a type's positions contiguous).
-std::vector<Layout> layouts(const Cluster& cluster, int max_positions) {
-  const std::vector<std::string> types = cluster.chip_types();
-  std::vector<Layout> out;
-  const int k = int(types.size());
-  for (int mask = 1; mask < (1 << k); ++mask) {
-    std::vector<std::string> used;
-    for (int t = 0; t < k; ++t)
-      if (mask & (1 << t)) used.push_back(types[size_t(t)]);
-    int common = 0;
-    for (const std::string& t : used) common = std::gcd(common, cluster.count_of(t));
-    for (int replicas : divisors(common)) {
-      // Per used type, the (positions, group) choices.
-      std::vector<std::vector<Stage>> options(used.size());
-      std::vector<std::vector<int>> counts(used.size());
-      for (size_t i = 0; i < used.size(); ++i) {
-        const int chips = cluster.count_of(used[i]) / replicas;
-        for (int g : divisors(chips)) {
-          options[i].push_back({used[i], g});
-          counts[i].push_back(chips / g);
-        }
-      }
-      std::vector<size_t> pick(used.size(), 0);
-      while (true) {
-        int positions = 0;
-        for (size_t i = 0; i < used.size(); ++i) positions += counts[i][pick[i]];
-        if (positions <= max_positions) {
-          std::vector<size_t> order(used.size());
-          std::iota(order.begin(), order.end(), 0);
-          do {
-            Layout layout{.replicas = replicas};
-            for (size_t i : order)
-              for (int p = 0; p < counts[i][pick[i]]; ++p)
-                layout.positions.push_back(options[i][pick[i]]);
-            out.push_back(std::move(layout));
-          } while (std::next_permutation(order.begin(), order.end()));
-        }
-        size_t i = 0;
-        while (i < used.size() && ++pick[i] == options[i].size()) pick[i++] = 0;
-        if (i == used.size()) break;
-      }
-    }
-  }
   return out;
 }
 
@@ -162,29 +115,33 @@ Costs position_costs(const Outer& o, int64_t micro_batches, const std::vector<He
     const int64_t block_state = unit_state_bytes(m, UnitKind::block, in.dtype, s.group, o.fsdp);
     int64_t fixed_state = token_bytes(m, o.rows, int(micro_batches)) +
                           transfer_bytes(m, rows, in.dtype, o.wire, P > 1);
-    std::vector<UnitCost> fixed_units;
-    std::vector<UnitKind> fixed_kinds;
-    if (q == 0) {
-      fixed_state += unit_state_bytes(m, UnitKind::embedding, in.dtype, s.group, o.fsdp);
-      fixed_units.push_back(emb), fixed_kinds.push_back(UnitKind::embedding);
-    }
+    // The stage's units in pipeline order: the embedding, b blocks, the head. Memory grows with
+    // b, so the most blocks that fit is found by bisection.
+    auto bytes_with = [&](int b) {
+      std::vector<UnitCost> units;
+      std::vector<UnitKind> kinds;
+      if (q == 0) units.push_back(emb), kinds.push_back(UnitKind::embedding);
+      units.insert(units.end(), size_t(b), block);
+      kinds.insert(kinds.end(), size_t(b), UnitKind::block);
+      if (q == P - 1) units.push_back(head), kinds.push_back(UnitKind::head);
+      const StageActivations stage =
+          stage_activations(units, kinds, o.recompute, rows * m.activation_bytes_per_row(in.dtype));
+      return fixed_state + int64_t(b) * block_state + held[size_t(q)].peak_of(stage);
+    };
+    if (q == 0) fixed_state += unit_state_bytes(m, UnitKind::embedding, in.dtype, s.group, o.fsdp);
     if (q == P - 1) {
       fixed_state += unit_state_bytes(m, UnitKind::head, in.dtype, s.group, o.fsdp);
       if (m.tie_embeddings && P > 1)
         fixed_state += unit_state_bytes(m, UnitKind::embedding, in.dtype, s.group, o.fsdp);
-      fixed_units.push_back(head), fixed_kinds.push_back(UnitKind::head);
     }
-    int most = 0;
-    for (int b = 1; b <= int(m.n_layers); ++b) {
-      std::vector<UnitCost> units = fixed_units;
-      std::vector<UnitKind> kinds = fixed_kinds;
-      units.insert(units.end(), size_t(b), block);
-      kinds.insert(kinds.end(), size_t(b), UnitKind::block);
-      const StageActivations stage =
-          stage_activations(units, kinds, o.recompute, rows * m.activation_bytes_per_row(in.dtype));
-      const int64_t bytes = fixed_state + int64_t(b) * block_state + held[size_t(q)].peak_of(stage);
-      if (bytes > chip.memory_bytes) break;
-      most = b;
+    int most = 0, too_many = int(m.n_layers) + 1;  // bytes_with(most) fits, too_many does not
+    if (bytes_with(1) > chip.memory_bytes)
+      too_many = 1;
+    else
+      most = 1;
+    while (too_many - most > 1) {
+      const int mid = (most + too_many) / 2;
+      (bytes_with(mid) > chip.memory_bytes ? too_many : most) = mid;
     }
     c.block_s.push_back(per_block);
     c.fixed_s.push_back(fixed);
@@ -202,180 +159,292 @@ struct Ranked {
   }
 };
 
-}  // namespace
+// A class of outer candidates: the chip types taking part, the replicas, each type's group
+// size and the micro-batch rows; its members differ in the order of the types, the schedule,
+// FSDP, the wire dtype, recomputation and the layer split. The bound is a lower bound of the
+// cost model's step time for every member (docs/planner.md, "Search at scale"): a rank's busy
+// time is at least its blocks' F + B per micro-batch, so the pipeline takes at least the fluid
+// split's m L / sum_q 1 / c_q, and micro-batch 0 passes every layer forward and back once, at
+// least L min_q (f_q + i_q).
+struct Class {
+  std::vector<std::string> types;  // in the cluster's order
+  std::vector<int> groups;         // per type
+  std::vector<int> positions;      // per type, per replica
+  int replicas = 1;
+  int64_t rows = 1;
+  double bound = 0;
+  double guess = 0;  // the bound with a 1F1B bubble, (m + P - 1) / m: the order of expansion
+  std::string key;   // ties broken by it, so the order is total
+};
 
-std::optional<std::vector<int>> split_layers(const SplitProblem& pr) {
-  const int P = int(pr.block_s.size()), L = pr.layers;
-  if (P == 0 || P > L) return std::nullopt;
-  struct Entry {
-    double max, sum;
-    int prev_layers, prev_index, blocks;
-  };
-  // front[q][l]: Pareto-optimal (max, sum) of the first q positions holding l blocks.
-  std::vector<std::vector<std::vector<Entry>>> front(
-      size_t(P + 1), std::vector<std::vector<Entry>>(size_t(L + 1)));
-  front[0][0].push_back({0, 0, -1, -1, 0});
-  for (int q = 0; q < P; ++q)
-    for (int l = 0; l <= L; ++l) {
-      const auto& here = front[size_t(q)][size_t(l)];
-      for (int e = 0; e < int(here.size()); ++e)
-        for (int b = 1; b <= pr.max_blocks[size_t(q)] && l + b <= L - (P - q - 1); ++b) {
-          const double c = pr.fixed_s[size_t(q)] + double(b) * pr.block_s[size_t(q)];
-          const Entry next{std::max(here[size_t(e)].max, c), here[size_t(e)].sum + c, l, e, b};
-          auto& there = front[size_t(q + 1)][size_t(l + b)];
-          bool dominated = false;
-          for (const Entry& x : there)
-            dominated = dominated || (x.max <= next.max && x.sum <= next.sum);
-          if (dominated) continue;
-          std::erase_if(there,
-                        [&](const Entry& x) { return next.max <= x.max && next.sum <= x.sum; });
-          there.push_back(next);
-        }
-    }
-  const auto& last = front[size_t(P)][size_t(L)];
-  if (last.empty()) return std::nullopt;
-  const double m1 = double(pr.micro_batches - 1);
-  int best = 0;
-  for (int e = 1; e < int(last.size()); ++e) {
-    const double f = last[size_t(e)].sum + m1 * last[size_t(e)].max;
-    const double g = last[size_t(best)].sum + m1 * last[size_t(best)].max;
-    if (f < g || (f == g && last[size_t(e)].max < last[size_t(best)].max)) best = e;
+double class_bound(const Class& k, const CostInputs& in, int64_t micro) {
+  double rate = 0, chain = std::numeric_limits<double>::infinity();
+  for (size_t t = 0; t < k.types.size(); ++t) {
+    const UnitCost c = in.profiles->of(k.types[t]).cost(UnitKind::block, k.rows / k.groups[t]);
+    const double busy = c.forward_s + std::min(c.backward_s, c.input_s + c.weight_s);
+    rate += double(k.positions[t]) / busy;
+    chain = std::min(chain, c.forward_s + std::min(c.backward_s, c.input_s));
   }
-  std::vector<int> blocks(static_cast<size_t>(P));
-  int l = L, e = best;
-  for (int q = P; q > 0; --q) {
-    const Entry& x = front[size_t(q)][size_t(l)][size_t(e)];
-    blocks[size_t(q - 1)] = x.blocks;
-    e = x.prev_index;
-    l = x.prev_layers;
-  }
-  return blocks;
+  const double L = double(in.model.n_layers);
+  return std::max(double(micro) * L / rate, L * chain);
 }
+
+// Every class of the cluster whose positions a pipeline of at most `max_positions` holds and
+// whose chips can hold the model, most promising first.
+std::vector<Class> classes(const Cluster& cluster, const CostInputs& in, const SearchSpace& space,
+                           int max_positions, int64_t max_rows, int64_t& memory_pruned) {
+  const std::vector<std::string> types = cluster.chip_types();
+  const int n = int(types.size());
+  std::vector<Class> out;
+  for (int mask = 1; mask < (1 << n); ++mask) {
+    std::vector<std::string> used;
+    for (int t = 0; t < n; ++t)
+      if (mask & (1 << t)) used.push_back(types[size_t(t)]);
+    int common = 0;
+    for (const std::string& t : used) common = std::gcd(common, cluster.count_of(t));
+    for (int replicas : divisors(common)) {
+      if (space.global_rows % replicas != 0) continue;
+      const int64_t per_replica = space.global_rows / replicas;
+      std::vector<std::vector<int>> options(used.size());
+      for (size_t i = 0; i < used.size(); ++i)
+        options[i] = divisors(cluster.count_of(used[i]) / replicas);
+      std::vector<size_t> pick(used.size(), 0);
+      while (true) {
+        Class k{.types = used, .replicas = replicas};
+        int P = 0;
+        int64_t lcm_group = 1;
+        for (size_t i = 0; i < used.size(); ++i) {
+          const int g = options[i][pick[i]];
+          k.groups.push_back(g);
+          k.positions.push_back(cluster.count_of(used[i]) / replicas / g);
+          P += k.positions.back();
+          lcm_group = std::lcm(lcm_group, int64_t(g));
+        }
+        if (P <= max_positions)
+          for (int64_t rows = lcm_group; rows <= std::min(per_replica, max_rows);
+               rows += lcm_group) {
+            // Fewer micro-batches than positions never fill the pipeline: not searched.
+            if (per_replica % rows != 0 || per_replica / rows < P) continue;
+            k.rows = rows;
+            // Memory bound: each position holds, per block, at least the block's state (FSDP
+            // wherever its group can shard) and one micro-batch's block input (recomputation);
+            // the blocks the positions can hold so must reach L.
+            int64_t holdable = 0;
+            for (size_t i = 0; i < used.size(); ++i) {
+              const int g = k.groups[i];
+              const int64_t per_block =
+                  unit_state_bytes(in.model, UnitKind::block, in.dtype, g, space.fsdp && g > 1) +
+                  rows / g * in.model.activation_bytes_per_row(in.dtype);
+              holdable +=
+                  int64_t(k.positions[i]) * (cluster.chip(used[i]).memory_bytes / per_block);
+            }
+            if (holdable < in.model.n_layers) {
+              ++memory_pruned;
+              continue;
+            }
+            const int64_t micro = per_replica / rows;
+            k.bound = class_bound(k, in, micro);
+            k.guess = k.bound * double(micro + P - 1) / double(micro);
+            k.key = fmt::format("{}|{}|{}|{}", fmt::join(used, ","), fmt::join(k.groups, ","),
+                                replicas, rows);
+            out.push_back(k);
+          }
+        size_t i = 0;
+        while (i < used.size() && ++pick[i] == options[i].size()) pick[i++] = 0;
+        if (i == used.size()) break;
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Class& a, const Class& b) {
+    return a.guess != b.guess ? a.guess < b.guess : a.key < b.key;
+  });
+  return out;
+}
+
+// What expanding classes found: fitting and too-large candidates and the counts.
+struct Found {
+  std::vector<Ranked> fitting, too_large;
+  int64_t outers = 0, costed = 0, memory_pruned = 0;
+};
+
+// Small split problems are solved exhaustively under the full cost model (so small searches
+// are exact), larger ones by the surrogate's dynamic program.
+constexpr int64_t kExhaustiveSplits = 64;
+
+// Every member of class `k`: each order of its types, schedule, FSDP, wire and (where memory
+// needs it) recomputation, with its best layer split.
+// Members whose busiest position alone (its compute and staging per micro-batch, m times)
+// exceeds `threshold` are not costed.
+void expand(const Class& k, const Cluster& cluster, const CostInputs& in, const SearchSpace& space,
+            double threshold,
+            std::map<std::tuple<int, int, int64_t, int>, std::vector<HeldCounts>>& held_cache,
+            Found& found) {
+  const ModelShape& m = in.model;
+  const int L = int(m.n_layers);
+  const int64_t micro = space.global_rows / k.replicas / k.rows;
+  bool grouped = false;
+  for (int g : k.groups) grouped = grouped || g > 1;
+  std::vector<size_t> order(k.types.size());
+  std::iota(order.begin(), order.end(), 0);
+  do {
+    Outer o{.layout = {.replicas = k.replicas}, .rows = k.rows};
+    for (size_t i : order)
+      for (int p = 0; p < k.positions[i]; ++p)
+        o.layout.positions.push_back({k.types[i], k.groups[i]});
+    const int P = int(o.layout.positions.size());
+    for (ScheduleKind schedule : space.schedules) {
+      if (P == 1 && schedule != ScheduleKind::k1F1B) continue;
+      const bool interleaved = schedule == ScheduleKind::kInterleaved1F1B;
+      if (interleaved && (micro % P != 0 || L % (2 * P) != 0)) continue;
+      for (bool fsdp : {false, true}) {
+        if (fsdp && (!space.fsdp || !grouped)) continue;
+        for (const std::optional<DType>& wire : space.wires) {
+          if (wire && (P == 1 || *wire == in.dtype)) continue;
+          o.schedule = schedule, o.chunks = interleaved ? 2 : 1, o.fsdp = fsdp, o.wire = wire;
+          ++found.outers;
+          bool split_found = false;
+          for (bool recompute : {false, true}) {
+            if (recompute && !space.recompute) break;
+            o.recompute = recompute;
+            const auto key = std::make_tuple(int(o.schedule), P, micro, o.chunks);
+            auto held = held_cache.find(key);
+            if (held == held_cache.end()) {
+              Plan shape;  // the schedule's shape alone decides what each position holds
+              shape.group_sizes.assign(size_t(P), 1);
+              shape.layout =
+                  pipeline::StageLayout::uniform(std::max(L, P * o.chunks), P * o.chunks);
+              shape.schedule = o.schedule, shape.chunks = o.chunks;
+              shape.micro_batches = int(micro);
+              std::vector<HeldCounts> counts;
+              for (const auto& list : shape.lowered_schedule().per_rank)
+                counts.push_back(HeldCounts::of(list));
+              held = held_cache.emplace(key, std::move(counts)).first;
+            }
+            const Costs c = position_costs(o, micro, held->second, cluster, in);
+            std::vector<std::vector<int>> splits;
+            if (o.chunks > 1) {
+              splits.push_back(std::vector<int>(size_t(P * o.chunks), L / (P * o.chunks)));
+            } else {
+              const SplitProblem problem{L, micro, c.block_s, c.fixed_s, c.max_blocks};
+              if (auto all = all_splits(problem, kExhaustiveSplits)) {
+                splits = std::move(*all);
+              } else if (auto best = split_layers(problem)) {
+                splits.push_back(std::move(*best));
+              }
+            }
+            if (splits.empty()) continue;  // memory: try recompute
+            split_found = true;
+            std::optional<Ranked> best;
+            for (const std::vector<int>& blocks : splits) {
+              if (o.chunks == 1) {
+                double busiest = 0;
+                for (size_t q = 0; q < blocks.size(); ++q)
+                  busiest = std::max(busiest, c.fixed_s[q] + double(blocks[q]) * c.block_s[q]);
+                if (double(micro) * busiest > threshold) continue;
+              }
+              Candidate cand{.plan = make_plan(o, cluster, m, blocks)};
+              cand.plan.micro_batches = int(micro);
+              cand.estimate = estimate(cand.plan, in);
+              cand.tokens_per_s = cand.estimate.tokens_per_s(cand.plan, m);
+              ++found.costed;
+              Ranked r{cand.estimate.step_s, "", std::move(cand)};
+              if (best && best->candidate.estimate.fits() && !r.candidate.estimate.fits()) continue;
+              if (best && best->candidate.estimate.fits() == r.candidate.estimate.fits() &&
+                  !(r.step_s < best->step_s))
+                continue;
+              best = std::move(r);
+            }
+            if (!best) break;  // bounded out
+            best->key = best->candidate.plan.str() + "|" +
+                        fmt::format("{}", fmt::join(best->candidate.plan.devices, ","));
+            if (best->candidate.estimate.fits()) {
+              found.fitting.push_back(std::move(*best));
+              break;  // recompute only where memory needs it
+            }
+            found.too_large.push_back(std::move(*best));
+          }
+          if (!split_found) ++found.memory_pruned;
+        }
+      }
+    }
+  } while (std::next_permutation(order.begin(), order.end()));
+}
+
+}  // namespace
 
 SearchResult search(const Cluster& cluster, const CostInputs& in, const SearchSpace& space) {
   const auto started = std::chrono::steady_clock::now();
   const ModelShape& m = in.model;
   const int L = int(m.n_layers);
   H2_CHECK(space.global_rows >= 1, "a search needs the global batch (rows per step)");
+  H2_CHECK(space.keep >= 1, "a search keeps at least one plan");
   const int max_positions = space.max_stages > 0 ? std::min(space.max_stages, L) : L;
   const int64_t max_rows =
       space.max_micro_batch_rows > 0 ? space.max_micro_batch_rows : space.global_rows;
-  // The outer candidates.
-  std::vector<Outer> outers;
-  for (const Layout& layout : layouts(cluster, max_positions)) {
-    if (space.global_rows % layout.replicas != 0) continue;
-    const int64_t per_replica = space.global_rows / layout.replicas;
-    int64_t lcm_group = 1;
-    bool grouped = false;
-    for (const Stage& s : layout.positions) {
-      lcm_group = std::lcm(lcm_group, int64_t(s.group));
-      grouped = grouped || s.group > 1;
-    }
-    const int P = int(layout.positions.size());
-    for (int64_t rows = 1; rows <= std::min(per_replica, max_rows); ++rows) {
-      if (per_replica % rows != 0 || rows % lcm_group != 0) continue;
-      const int64_t micro = per_replica / rows;
-      for (ScheduleKind schedule : space.schedules) {
-        if (P == 1 && schedule != ScheduleKind::k1F1B) continue;
-        const bool interleaved = schedule == ScheduleKind::kInterleaved1F1B;
-        if (interleaved && (micro % P != 0 || 2 * P > L)) continue;
-        for (bool fsdp : {false, true}) {
-          if (fsdp && (!space.fsdp || !grouped)) continue;
-          for (const std::optional<DType>& wire : space.wires) {
-            if (wire && P == 1) continue;
-            outers.push_back({layout, rows, schedule, interleaved ? 2 : 1, fsdp, false, wire});
-          }
-        }
-      }
-    }
-  }
-  // Cost them, spread over the cores; each worker keeps its own results, merged in order.
+  SearchResult result;
+  const std::vector<Class> all =
+      classes(cluster, in, space, max_positions, max_rows, result.memory_pruned);
+
+  // Branch and bound over the classes, most promising first, a batch at a time: a class whose
+  // bound exceeds the keep-th best step time found before its batch cannot hold one of the best
+  // plans, and once every remaining class's bound does, the search is complete. Batches of a
+  // fixed size make the expanded set (and so every count) the same on any number of threads.
+  // A budget of classes may stop it earlier; the result then says how far from the optimum
+  // the best plan can be at most.
   const int threads =
       std::max(1, space.threads > 0 ? space.threads
                                     : int(std::max(1u, std::thread::hardware_concurrency())));
-  std::vector<std::vector<Ranked>> fitting(static_cast<size_t>(threads)),
-      too_large(static_cast<size_t>(threads));
-  std::vector<int64_t> costed(static_cast<size_t>(threads), 0),
-      pruned(static_cast<size_t>(threads), 0);
-  std::atomic<size_t> next{0};
-  std::mutex error_mutex;
-  std::exception_ptr error;
-  auto work = [&](int w) {
-    try {
+  const size_t batch = size_t(std::max(8, 2 * threads));
+  std::vector<double> least_bound(all.size() + 1, std::numeric_limits<double>::infinity());
+  for (size_t i = all.size(); i-- > 0;) least_bound[i] = std::min(least_bound[i + 1], all[i].bound);
+  std::vector<Ranked> fitting, too_large;
+  result.classes = int64_t(all.size());
+  double threshold = std::numeric_limits<double>::infinity();
+  size_t first = 0;
+  for (; first < all.size(); first += batch) {
+    if (least_bound[first] > threshold) break;  // no remaining class can do better
+    if (space.max_classes > 0 && result.classes_expanded >= space.max_classes) break;
+    const size_t last = std::min(all.size(), first + batch);
+    std::vector<Found> found(last - first);
+    std::atomic<size_t> next{first};
+    std::mutex error_mutex;
+    std::exception_ptr error;
+    auto work = [&] {
       std::map<std::tuple<int, int, int64_t, int>, std::vector<HeldCounts>> held_cache;
-      for (size_t i = next++; i < outers.size(); i = next++) {
-        for (bool recompute : {false, true}) {
-          if (recompute && !space.recompute) break;
-          Outer o = outers[i];
-          o.recompute = recompute;
-          const int P = int(o.layout.positions.size());
-          const int64_t micro = space.global_rows / o.layout.replicas / o.rows;
-          const auto key = std::make_tuple(int(o.schedule), P, micro, o.chunks);
-          auto found = held_cache.find(key);
-          if (found == held_cache.end()) {
-            Plan shape;  // the schedule's shape alone decides what each position holds
-            shape.group_sizes.assign(size_t(P), 1);
-            shape.layout = pipeline::StageLayout::uniform(std::max(L, P * o.chunks), P * o.chunks);
-            shape.schedule = o.schedule, shape.chunks = o.chunks;
-            shape.micro_batches = int(micro);
-            std::vector<HeldCounts> held;
-            for (const auto& list : shape.lowered_schedule().per_rank)
-              held.push_back(HeldCounts::of(list));
-            found = held_cache.emplace(key, std::move(held)).first;
-          }
-          const Costs c = position_costs(o, micro, found->second, cluster, in);
-          std::optional<std::vector<int>> blocks;
-          if (o.chunks == 1) {
-            blocks = split_layers({L, micro, c.block_s, c.fixed_s, c.max_blocks});
-          } else if (L % (P * o.chunks) == 0) {  // interleaved: chunks of equal size
-            blocks = std::vector<int>(size_t(P * o.chunks), L / (P * o.chunks));
-          }
-          if (!blocks) {
-            ++pruned[size_t(w)];
-            continue;  // try recompute
-          }
-          Candidate cand{.plan = make_plan(o, cluster, m, *blocks)};
-          cand.plan.micro_batches = int(micro);
-          cand.estimate = estimate(cand.plan, in);
-          cand.tokens_per_s = cand.estimate.tokens_per_s(cand.plan, m);
-          ++costed[size_t(w)];
-          Ranked r{cand.estimate.step_s,
-                   cand.plan.str() + "|" + fmt::format("{}", fmt::join(cand.plan.devices, ",")),
-                   std::move(cand)};
-          if (r.candidate.estimate.fits()) {
-            fitting[size_t(w)].push_back(std::move(r));
-            break;  // recompute only where memory needs it
-          }
-          too_large[size_t(w)].push_back(std::move(r));
-        }
+      try {
+        for (size_t i = next++; i < last; i = next++)
+          if (all[i].bound <= threshold)
+            expand(all[i], cluster, in, space, threshold, held_cache, found[i - first]);
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = last;
       }
-    } catch (...) {
-      std::lock_guard lock(error_mutex);
-      if (!error) error = std::current_exception();
-      next = outers.size();
+    };
+    std::vector<std::thread> pool;
+    for (int w = 1; w < std::min(threads, int(last - first)); ++w) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+    for (size_t i = first; i < last; ++i) {
+      Found& f = found[i - first];
+      if (all[i].bound <= threshold) ++result.classes_expanded;
+      result.outer_candidates += f.outers;
+      result.costed += f.costed;
+      result.memory_pruned += f.memory_pruned;
+      for (Ranked& r : f.fitting) fitting.push_back(std::move(r));
+      for (Ranked& r : f.too_large) too_large.push_back(std::move(r));
     }
-  };
-  std::vector<std::thread> pool;
-  for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
-  work(0);
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-
-  SearchResult result;
-  result.outer_candidates = int64_t(outers.size());
-  std::vector<Ranked> all, large;
-  for (int w = 0; w < threads; ++w) {
-    result.costed += costed[size_t(w)];
-    result.memory_pruned += pruned[size_t(w)];
-    for (Ranked& r : fitting[size_t(w)]) all.push_back(std::move(r));
-    for (Ranked& r : too_large[size_t(w)]) large.push_back(std::move(r));
+    std::sort(fitting.begin(), fitting.end());
+    if (fitting.size() > size_t(space.keep)) fitting.resize(size_t(space.keep));
+    std::sort(too_large.begin(), too_large.end());
+    if (too_large.size() > 3) too_large.resize(3);
+    if (fitting.size() == size_t(space.keep)) threshold = fitting.back().step_s;
   }
-  std::sort(all.begin(), all.end());
-  std::sort(large.begin(), large.end());
-  for (size_t i = 0; i < all.size() && int(i) < space.keep; ++i)
-    result.best.push_back(std::move(all[i].candidate));
-  for (size_t i = 0; i < large.size() && i < 3; ++i)
-    result.too_large.push_back(std::move(large[i].candidate));
+  if (first < all.size() && !fitting.empty() && least_bound[first] <= threshold)
+    result.optimality_gap = std::max(0.0, fitting.front().step_s / least_bound[first] - 1);
+  for (Ranked& r : fitting) result.best.push_back(std::move(r.candidate));
+  for (Ranked& r : too_large) result.too_large.push_back(std::move(r.candidate));
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;

@@ -12,7 +12,15 @@
 // schedule, collectives, optimizer, memory) and the candidates ranked by predicted step time,
 // ties broken by their description, so the same inputs give the same plans. Candidates that do
 // not fit their chips' memory are counted and kept aside to explain what memory ruled out.
-// The outer candidates are spread over the machine's cores.
+// Small split problems (at most 64 splits) are costed split by split, so that a small search
+// is exact under the cost model.
+//
+// At scale (1,024 chips and more) the outer level is a branch and bound: outer candidates are
+// grouped into classes (chip types used, replicas, group sizes, micro-batch rows), each with a
+// lower bound of its members' step time from the profiles alone; classes are expanded in the
+// order of their bounds, a batch at a time over the machine's cores, until the next bound
+// exceeds the step time of the keep-th best plan found. The result is the same as expanding
+// every class.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +44,7 @@ struct SearchSpace {
   int max_stages = 0;                // 0: the model's layers
   int threads = 0;                   // 0: every core
   int keep = 10;                     // candidates returned
+  int64_t max_classes = 0;           // stop after expanding this many classes (0: never)
 };
 
 struct Candidate {
@@ -47,10 +56,15 @@ struct Candidate {
 struct SearchResult {
   std::vector<Candidate> best;       // fitting candidates, fastest first
   std::vector<Candidate> too_large;  // the fastest few that did not fit, with their problem
-  int64_t outer_candidates = 0;      // outer configurations examined
+  int64_t classes = 0;               // chip sets x replicas x group sizes x micro-batch sizes
+  int64_t classes_expanded = 0;      // those whose lower bound could still beat the best found
+  int64_t outer_candidates = 0;      // outer configurations examined in them
   int64_t costed = 0;                // plans run through the full cost model
-  int64_t memory_pruned = 0;         // outer configurations no layer split fits
+  int64_t memory_pruned = 0;         // classes and outer configurations no layer split fits
   double seconds = 0;                // wall time of the search
+  // 0 when the search is complete; after a budget stop, the most by which the best plan's step
+  // time can exceed the optimum's (best / least bound of the classes not expanded - 1).
+  double optimality_gap = 0;
 };
 
 SearchResult search(const Cluster& cluster, const CostInputs& inputs, const SearchSpace& space);
@@ -71,5 +85,9 @@ struct SplitProblem {
 // Blocks per position minimising sum c + (m - 1) max c with c_q = fixed_q + b_q block_q, every
 // 1 <= b_q <= max_blocks[q] and the b_q adding up to the layers; nullopt when no split fits.
 std::optional<std::vector<int>> split_layers(const SplitProblem& problem);
+
+// Every split that fits (as above), or nullopt when there are more than `limit`: small problems
+// are searched exhaustively under the full cost model instead of the surrogate.
+std::optional<std::vector<std::vector<int>>> all_splits(const SplitProblem& problem, int64_t limit);
 
 }  // namespace h2::parallel::planner

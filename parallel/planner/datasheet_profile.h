@@ -1,0 +1,46 @@
+// Profiles from a chip's data-sheet figures instead of a measurement, for clusters that exist only
+// on paper (the 1,024- and 4,096-chip studies) and for a first plan before any chip is at hand.
+// Each unit's time is a roofline with stated efficiencies:
+//
+//   t = GEMM FLOPs / (e_gemm x peak) + attention FLOPs / (e_attn x peak) + bytes / (e_mem x BW)
+//
+// per micro-batch of r rows, N = r T tokens (T the sequence, C the model dim, K the key/value
+// width C n_kv / n_heads, F the FFN width, V the vocabulary, b the compute dtype's bytes):
+//
+//   block  forward  GEMM 2 N (2 C^2 + 2 C K + 3 C F), causal attention 2 N T C,
+//                   bytes: the weights once, N (12 C + 4 F) b of norms, residuals and the gate;
+//          input gradient: the forward's GEMM FLOPs, twice its attention, twice its bytes;
+//          weight gradient: the forward's GEMM FLOPs and the FP32 gradient written;
+//          keeps N (6 C + 2 K + 3 F) b plus a log-sum-exp per head and token;
+//   embedding: a gather of N C b bytes, a scatter-add of N C FP32 bytes back;
+//   head   the final norm and the GEMM 2 N C V forward (twice backward), the logits and the
+//          loss's probabilities N V 4 bytes each way;
+//   optimizer: AdamW reads parameters, FP32 gradient and moments and writes three, 28 bytes per
+//          parameter (plus 2 x 4 for an FP32 master beside a 16-bit copy).
+//
+// The efficiencies are assumptions, not facts; the defaults are what well-tuned large-model
+// training reaches on current accelerators (GEMM 60% of dense peak, fused attention 40%,
+// streaming kernels 80% of memory bandwidth) and are stated in every file written.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/cluster.h"
+#include "parallel/planner/profile.h"
+
+namespace h2::parallel::planner {
+
+struct Efficiency {
+  double gemm = 0.6;       // of the chip's dense peak for the dtype
+  double attention = 0.4;  // of the same peak
+  double memory = 0.8;     // of the memory bandwidth
+};
+
+// The profile `h2 profile --datasheet` writes: the figures above for each of `rows`, under the
+// key profile_key(chip, time_scale, model, dtype), marked as data-sheet derived.
+ChipProfile datasheet_profile(const ChipSpec& chip, double time_scale, const ModelShape& model,
+                              DType dtype, const std::vector<int64_t>& rows,
+                              const Efficiency& efficiency = {});
+
+}  // namespace h2::parallel::planner
