@@ -18,7 +18,7 @@ namespace h2::cli {
 
 Command make_plan_command(CLI::App& parent) {
   struct Options {
-    std::string config_path, cluster_path, out, profiles = "profiles", evaluate, write_top;
+    std::string config_path, cluster_path, out, profiles = "profiles", evaluate, write_top, part;
     std::vector<std::string> overrides;
     int top = 5;
     bool explain = false;
@@ -33,6 +33,8 @@ Command make_plan_command(CLI::App& parent) {
       ->required();
   app->add_option("--cluster", options->cluster_path, "cluster file (configs/clusters/*.yaml)")
       ->required();
+  app->add_option("--part", options->part,
+                  "plan on the chips of this type alone (a homogeneous part of the cluster)");
   app->add_option("--top", options->top, "plans to print (default 5)")->check(CLI::Range(1, 1000));
   app->add_flag("--explain", options->explain, "say why each runner-up lost to the best");
   app->add_option("--max-classes", options->max_classes,
@@ -56,7 +58,8 @@ Command make_plan_command(CLI::App& parent) {
   return {app, [options] {
             const config::TrainConfig cfg =
                 config::load_config(options->config_path, options->overrides);
-            const Cluster cluster = vchip::load_cluster(options->cluster_path);
+            Cluster cluster = vchip::load_cluster(options->cluster_path);
+            if (!options->part.empty()) cluster = cluster.part(options->part);
             auto print = [](const std::string& line) {
               fmt::print("{}\n", line);
               std::fflush(stdout);

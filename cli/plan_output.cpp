@@ -77,6 +77,9 @@ void print_candidate(const planner::Candidate& c, const std::string& name, const
                     1e3 * c.estimate.step_s, c.tokens_per_s, 100 * c.estimate.bubble,
                     1e3 * c.estimate.comm_s, c.plan.str()));
   print("      " + groups_line(c));
+  if (!c.estimate.fits())
+    print("      does not fit: " + c.estimate.memory_problem() +
+          " (recompute, more chips per group or smaller micro-batches need less)");
 }
 
 config::PlanPrediction prediction_of(const planner::Candidate& c,

@@ -87,7 +87,7 @@ struct Trainer::State {
         split(dataset.split(cfg.data.val_fraction, cfg.model.seq_len)),
         metrics(rank == 0 ? cfg.log.metrics_file : std::string(), resuming(cfg)) {
     dataset.check_vocab(cfg.model.vocab_size);
-    config::check_plan_memory(plan, cfg, rank, device);
+    if (cfg.parallel.memory_check) config::check_plan_memory(plan, cfg, rank, device);
     models::LlamaConfig llama = llama_config(cfg.model);
     // The units this rank does not run stay on the host: a chip holds only its stages (and a
     // tied table where its head uses it).

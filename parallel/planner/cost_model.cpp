@@ -77,10 +77,12 @@ bool PlanEstimate::fits() const {
 
 std::string PlanEstimate::memory_problem() const {
   for (size_t q = 0; q < positions.size(); ++q)
-    if (positions[q].peak_bytes > positions[q].capacity_bytes)
-      return fmt::format("group {} ({}): {:.1f} MiB of {:.1f} MiB", q, positions[q].chip,
-                         double(positions[q].peak_bytes) / (1 << 20),
-                         double(positions[q].capacity_bytes) / (1 << 20));
+    if (positions[q].peak_bytes > usable_bytes(positions[q].capacity_bytes))
+      return fmt::format(
+          "group {} ({}): {:.1f} MiB of {:.1f} MiB ({:.0f}% of it usable: the "
+          "memory model's margin)",
+          q, positions[q].chip, double(positions[q].peak_bytes) / (1 << 20),
+          double(positions[q].capacity_bytes) / (1 << 20), 100 * (1 - kMemoryHeadroom));
   return {};
 }
 

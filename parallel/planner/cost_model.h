@@ -58,7 +58,7 @@ struct PlanEstimate {
   std::vector<PositionEstimate> positions;
   pipeline::SimulationResult simulation;
 
-  bool fits() const;  // every rank's peak within its chip's memory
+  bool fits() const;  // every rank's peak within its chip's usable memory (memory_model.h)
   double tokens_per_s(const Plan& plan, const ModelShape& model) const;
   // The first position that does not fit, as "group 0 (chip-a): 2.1 GiB of 2.0 GiB"; empty if all.
   std::string memory_problem() const;

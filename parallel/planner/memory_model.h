@@ -66,6 +66,14 @@ struct HeldCounts {
   int64_t peak_of(const StageActivations& stage) const;
 };
 
+// The share of a chip's memory a plan may fill: the memory model is validated within 5% of the
+// allocator's measured peak (docs/planner.md), so a plan fits when its predicted peak leaves
+// that much of the chip free, and no accepted plan runs out.
+inline constexpr double kMemoryHeadroom = 0.05;
+inline int64_t usable_bytes(int64_t capacity) {
+  return int64_t(double(capacity) * (1.0 - kMemoryHeadroom));
+}
+
 // Transfer buffers: the activation received and the one sent, in the compute dtype, and the
 // wire copy of the one in flight when the wire dtype differs (positions with a neighbour only).
 int64_t transfer_bytes(const ModelShape& model, int64_t rows, DType compute,

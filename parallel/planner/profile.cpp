@@ -59,10 +59,16 @@ UnitCost cost_from(const nlohmann::json& j) {
 }
 
 // a + (b - a) * t, field by field.
+// Linear in t between a (t = 0) and b (t = 1); beyond b (t > 1) never below b, so that noise
+// in two measured sizes cannot extrapolate to a cost that shrinks, or turns negative, with size.
 UnitCost lerp(const UnitCost& a, const UnitCost& b, double t) {
-  auto mix = [t](double x, double y) { return x + (y - x) * t; };
+  auto mix = [t](double x, double y) {
+    const double v = x + (y - x) * t;
+    return t > 1 ? std::max(v, y) : v;
+  };
   auto mix_bytes = [t](int64_t x, int64_t y) {
-    return int64_t(std::llround(double(x) + double(y - x) * t));
+    const int64_t v = int64_t(std::llround(double(x) + double(y - x) * t));
+    return t > 1 ? std::max(v, y) : v;
   };
   return {
       .forward_s = mix(a.forward_s, b.forward_s),

@@ -135,13 +135,14 @@ Costs position_costs(const Outer& o, int64_t micro_batches, const std::vector<He
         fixed_state += unit_state_bytes(m, UnitKind::embedding, in.dtype, s.group, o.fsdp);
     }
     int most = 0, too_many = int(m.n_layers) + 1;  // bytes_with(most) fits, too_many does not
-    if (bytes_with(1) > chip.memory_bytes)
+    const int64_t usable = usable_bytes(chip.memory_bytes);
+    if (bytes_with(1) > usable)
       too_many = 1;
     else
       most = 1;
     while (too_many - most > 1) {
       const int mid = (most + too_many) / 2;
-      (bytes_with(mid) > chip.memory_bytes ? too_many : most) = mid;
+      (bytes_with(mid) > usable ? too_many : most) = mid;
     }
     c.block_s.push_back(per_block);
     c.fixed_s.push_back(fixed);
@@ -223,8 +224,15 @@ std::vector<Class> classes(const Cluster& cluster, const CostInputs& in, const S
         if (P <= max_positions)
           for (int64_t rows = lcm_group; rows <= std::min(per_replica, max_rows);
                rows += lcm_group) {
-            // Fewer micro-batches than positions never fill the pipeline: not searched.
+            // Fewer micro-batches than positions never fill the pipeline, and rows per rank
+            // beyond a profile's largest measured size would be extrapolated: neither is
+            // searched.
             if (per_replica % rows != 0 || per_replica / rows < P) continue;
+            bool measured = true;
+            for (size_t i = 0; i < used.size(); ++i)
+              measured = measured &&
+                         rows / k.groups[i] <= in.profiles->of(used[i]).by_rows.rbegin()->first;
+            if (!measured) continue;
             k.rows = rows;
             // Memory bound: each position holds, per block, at least the block's state (FSDP
             // wherever its group can shard) and one micro-batch's block input (recomputation);
@@ -235,8 +243,8 @@ std::vector<Class> classes(const Cluster& cluster, const CostInputs& in, const S
               const int64_t per_block =
                   unit_state_bytes(in.model, UnitKind::block, in.dtype, g, space.fsdp && g > 1) +
                   rows / g * in.model.activation_bytes_per_row(in.dtype);
-              holdable +=
-                  int64_t(k.positions[i]) * (cluster.chip(used[i]).memory_bytes / per_block);
+              holdable += int64_t(k.positions[i]) *
+                          (usable_bytes(cluster.chip(used[i]).memory_bytes) / per_block);
             }
             if (holdable < in.model.n_layers) {
               ++memory_pruned;
@@ -269,7 +277,7 @@ struct Found {
 
 // Small split problems are solved exhaustively under the full cost model (so small searches
 // are exact), larger ones by the surrogate's dynamic program.
-constexpr int64_t kExhaustiveSplits = 64;
+constexpr int64_t kExhaustiveSplits = 16;
 
 // Every member of class `k`: each order of its types, schedule, FSDP, wire and (where memory
 // needs it) recomputation, with its best layer split.

@@ -12,7 +12,7 @@
 // schedule, collectives, optimizer, memory) and the candidates ranked by predicted step time,
 // ties broken by their description, so the same inputs give the same plans. Candidates that do
 // not fit their chips' memory are counted and kept aside to explain what memory ruled out.
-// Small split problems (at most 64 splits) are costed split by split, so that a small search
+// Small split problems (at most 16 splits) are costed split by split, so that a small search
 // is exact under the cost model.
 //
 // At scale (1,024 chips and more) the outer level is a branch and bound: outer candidates are

@@ -114,8 +114,11 @@ struct ParallelConfig {
   // pipeline: activations between ranks: auto (the compute dtype), f32, bf16, f8e4m3
   WireDtype wire_dtype = WireDtype::compute;
   bool recompute = false;  // pipeline: blocks recompute their activations in backward
-  int64_t replicas = 1;    // pipeline: data-parallel copies of the pipeline (ranks / replicas each)
-  bool fsdp = false;       // pipeline: shard every unit's parameters over its stage group
+  // Refuse at start a plan whose shape-based memory estimate exceeds a chip (false: leave it to
+  // the device allocator, which fails the step that runs out).
+  bool memory_check = true;
+  int64_t replicas = 1;  // pipeline: data-parallel copies of the pipeline (ranks / replicas each)
+  bool fsdp = false;     // pipeline: shard every unit's parameters over its stage group
   int64_t gather_group = 0;  // pipeline + fsdp: ZeroPP, gather per G micro-batches; 0: per step
   bool operator==(const ParallelConfig&) const = default;
 };

@@ -160,6 +160,9 @@ const KeyInfo kKeys[] = {
     {"parallel.recompute", KT::boolean, &field<&TC::parallel, &PC::recompute>,
      "pipeline: every block keeps only its input and recomputes its activations in backward "
      "(less memory, a third more compute)"},
+    {"parallel.memory_check", KT::boolean, &field<&TC::parallel, &PC::memory_check>,
+     "refuse at start a plan whose estimated memory exceeds a chip's; false leaves it to the "
+     "device allocator (an out-of-memory error when a step runs out)"},
     {"parallel.replicas", KT::integer, &field<&TC::parallel, &PC::replicas>,
      "pipeline: data-parallel copies of the pipeline, each on its own micro-batches (the job's "
      "ranks / replicas per copy; gradients summed over the copies while backward runs)",

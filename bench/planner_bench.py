@@ -1,0 +1,225 @@
+"""The planner benchmark (bench/planner_bench.sh says what it measures); writes OUT/summary.md."""
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import yaml
+
+JOBS = {  # cluster -> training config
+    "mixed-4": "configs/train/hetero-4.yaml",
+    "mixed-8": "configs/train/mixed-8.yaml",
+}
+
+
+def run(cmd, log):
+    with open(log, "w") as f:
+        p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}; see {log}")
+    return open(log).read()
+
+
+def cpu_flags():
+    flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0]
+    model = re.search(r"model name\s*:\s*(.*)", open("/proc/cpuinfo").read()).group(1)
+    keep = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f" {f}" in flags]
+    return f"{model}, {os.cpu_count()} cores, {' '.join(keep)}"
+
+
+def train(a, cluster_file, ranks, config, plan, name, steps):
+    """Trains `plan`; returns measured step ms (median of steps 3..), peaks, prediction."""
+    d = os.path.join(a.out, "runs", name)
+    os.makedirs(d, exist_ok=True)
+    metrics = os.path.join(d, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    cmd = [f"{a.bin}/h2run", "-n", str(ranks), "--cluster", cluster_file, "--",
+           f"{a.bin}/h2", "train", config, "--set", f"parallel.plan={plan}",
+           "--set", f"train.steps={steps}", "--set", "train.eval_every=0",
+           "--set", "log.every=1", "--set", f"log.metrics_file={metrics}",
+           "--set", f"checkpoint.dir={d}/ckpt", "--set", "checkpoint.keep_last=1"]
+    run(cmd, os.path.join(d, "train.log"))
+    lines = [json.loads(l) for l in open(metrics)]
+    steps_ = [l for l in lines if "step" in l and "step_ms" in l]
+    done = [l for l in lines if l.get("event") == "done"][0]
+    measured = statistics.median(l["step_ms"] for l in steps_[2:])
+    overrun = max(max(l.get("emulation_overrun_per_rank", [0])) for l in steps_[2:])
+    # Each rank's predicted peak: its schedule position's (stages list their ranks; replicas
+    # repeat the first replica's positions).
+    groups = []
+    for st in yaml.safe_load(open(plan))["stages"]:
+        if st["ranks"] not in groups:
+            groups.append(st["ranks"])
+    position = {r: q for q, g in enumerate(groups) for r in g}
+    per_replica = len(position)
+    mem_errors = [abs(done["predicted_peak_mib"][position[r % per_replica]] - m) / m
+                  for r, m in enumerate(done["peak_mem_mib_per_rank"])]
+    return {"name": name, "predicted_ms": done["predicted_step_ms"], "measured_ms": measured,
+            "mem_error": max(mem_errors),
+            "predicted_mib": done["predicted_peak_mib"],
+            "measured_mib": done["peak_mem_mib_per_rank"], "overrun": overrun,
+            "tokens_per_s": statistics.median(l["tokens_per_s"] for l in steps_[2:])}
+
+
+def plan_prediction(a, cluster_file, config, plan_file, part=None):
+    cmd = [f"{a.bin}/h2", "plan", "--cluster", cluster_file, config, "--profiles",
+           os.path.join(a.out, "profiles"), "--evaluate", plan_file, "--out", plan_file]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    return out.stdout + out.stderr
+
+
+def even_split(src, dst, layers):
+    plan = yaml.safe_load(open(src))
+    stages = plan["stages"]
+    n = len(stages)
+    sizes = [layers // n + (1 if i < layers % n else 0) for i in range(n)]
+    first = 0
+    for s, size in zip(stages, sizes):
+        s["layers"] = f"{first}-{first + size - 1}"
+        first += size
+    plan.pop("predicted", None)
+    yaml.safe_dump(plan, open(dst, "w"), sort_keys=False)
+
+
+def kendall_tau(xs, ys):
+    n, c, d = len(xs), 0, 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s = (xs[i] - xs[j]) * (ys[i] - ys[j])
+            c += s > 0
+            d += s < 0
+    return (c - d) / max(1, c + d)
+
+
+def part_file(cluster_file, chip, dst):
+    c = yaml.safe_load(open(cluster_file))
+    c["name"] = f"{c['name']}-{chip}"
+    c["chips"] = [x for x in c["chips"] if x["name"] == chip]
+    c["nodes"] = [x for x in c["nodes"] if x["chip"] == chip]
+    links = {}
+    for k in ("intra_node", "inter_node"):
+        if chip in c.get("links", {}).get(k, {}):
+            links[k] = {chip: c["links"][k][chip]}
+    c["links"] = links
+    yaml.safe_dump(c, open(dst, "w"), sort_keys=False)
+    return sum(x["count"] * x.get("repeat", 1) for x in c["nodes"])
+
+
+def timed_plan(a, cluster_file, config, extra):
+    cmd = [f"{a.bin}/h2", "plan", "--cluster", cluster_file, config, "--top", "1"] + extra
+    t = time.monotonic()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - t
+    searched = [l for l in out.stdout.splitlines() if l.startswith("searched")]
+    return wall, (searched[0] if searched else out.stdout + out.stderr)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out")
+    p.add_argument("--bin")
+    p.add_argument("--top", type=int)
+    p.add_argument("--steps", type=int)
+    p.add_argument("--clusters", nargs="+")
+    a = p.parse_args()
+    profiles = os.path.join(a.out, "profiles")
+    report = [f"# Planner benchmark\n\nMachine: {cpu_flags()}\n"]
+    all_rows = []
+    for name in a.clusters:
+        cluster_file = f"configs/clusters/{name}.yaml"
+        config = JOBS[name]
+        model = yaml.safe_load(open(config))["model"]
+        ranks = sum(n["count"] * n.get("repeat", 1)
+                    for n in yaml.safe_load(open(cluster_file))["nodes"])
+        print(f"== {name}: profiling and planning", flush=True)
+        run([f"{a.bin}/h2", "profile", "--cluster", cluster_file, config, "--out", profiles],
+            os.path.join(a.out, f"{name}-profile.log"))
+        top_dir = os.path.join(a.out, name, "top")
+        search = run([f"{a.bin}/h2", "plan", "--cluster", cluster_file, config, "--profiles",
+                      profiles, "--top", str(a.top), "--explain", "--write-top", top_dir],
+                     os.path.join(a.out, f"{name}-plan.log"))
+        plans = sorted(f for f in os.listdir(top_dir) if f.startswith("plan-"))
+        rows = []
+        for f in plans:
+            print(f"== {name}: training {f}", flush=True)
+            rows.append(train(a, cluster_file, ranks, config, os.path.join(top_dir, f),
+                              f"{name}-{f[:-5]}", a.steps))
+        even = os.path.join(a.out, name, "even.yaml")
+        even_split(os.path.join(top_dir, plans[0]), even, model["n_layers"])
+        plan_prediction(a, cluster_file, config, even)
+        print(f"== {name}: training the even split", flush=True)
+        even_row = train(a, cluster_file, ranks, config, even, f"{name}-even", a.steps)
+        rows_all = rows + [even_row]
+        all_rows += rows_all
+        # Parts: each chip type alone with its own best plan.
+        parts = []
+        for chip in dict.fromkeys(n["chip"] for n in yaml.safe_load(open(cluster_file))["nodes"]):
+            pf = os.path.join(a.out, name, f"part-{chip}.yaml")
+            n = part_file(cluster_file, chip, pf)
+            plan = os.path.join(a.out, name, f"part-{chip}-plan.yaml")
+            run([f"{a.bin}/h2", "plan", "--cluster", pf, config, "--profiles", profiles,
+                 "--out", plan], os.path.join(a.out, f"{name}-part-{chip}-plan.log"))
+            print(f"== {name}: training part {chip} alone", flush=True)
+            parts.append(train(a, pf, n, config, plan, f"{name}-part-{chip}",
+                               max(4, a.steps - 2)))
+        all_rows += parts
+        # The tables.
+        err = lambda r: abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"]
+        report.append(f"\n## {name} ({config}, {ranks} ranks)\n\n{search.splitlines()[3]}\n")
+        report.append("| plan | predicted ms | measured ms | error | peak MiB predicted | "
+                      "measured per rank | worst memory error | overrun | tok/s |")
+        report.append("|---|---|---|---|---|---|---|---|---|")
+        for r in rows_all + parts:
+            report.append(
+                f"| {r['name']} | {r['predicted_ms']:.0f} | {r['measured_ms']:.0f} | "
+                f"{100 * err(r):+.1f}% | {r['predicted_mib']} | "
+                f"{[round(x, 1) for x in r['measured_mib']]} | {100 * r['mem_error']:.1f}% | "
+                f"{100 * r['overrun']:.2f}% | "
+                f"{r['tokens_per_s']:.0f} |")
+        best_measured = min(r["measured_ms"] for r in rows)
+        chosen = rows[0]["measured_ms"]
+        sum_parts = sum(r["tokens_per_s"] for r in parts)
+        report.append(
+            f"\n- chosen (#1) measures {best_measured / chosen:.3f} of the best of its top "
+            f"{len(rows)} measured; {even_row['measured_ms'] / chosen:.2f}x the even split")
+        part_figures = " + ".join("%.0f" % r["tokens_per_s"] for r in parts)
+        report.append(
+            f"- mixed ({rows[0]['tokens_per_s']:.0f} tok/s) / sum of parts "
+            f"({part_figures} = {sum_parts:.0f}) = {rows[0]['tokens_per_s'] / sum_parts:.3f}")
+        tau = kendall_tau([r["predicted_ms"] for r in rows_all],
+                          [r["measured_ms"] for r in rows_all])
+        report.append(f"- Kendall tau over the top {len(rows)} and the even split: {tau:.2f}")
+    errs = [abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in all_rows]
+    mems = [r["mem_error"] for r in all_rows]
+    report.append(f"\n## Over all {len(all_rows)} measured plans\n")
+    report.append(f"- step time: MAPE {100 * statistics.mean(errs):.1f}%, worst "
+                  f"{100 * max(errs):.1f}%")
+    tau = kendall_tau([r["predicted_ms"] for r in all_rows], [r["measured_ms"] for r in all_rows])
+    report.append(f"- Kendall tau (all plans, predicted vs measured step time): {tau:.2f}")
+    report.append(f"- peak memory per rank: worst error {100 * max(mems):.1f}%, mean "
+                  f"{100 * statistics.mean(mems):.1f}%")
+    report.append(f"- worst emulation overrun of any rank: "
+                  f"{100 * max(r['overrun'] for r in all_rows):.2f}%")
+    report.append("\n## Planning speed\n")
+    for cluster, config, extra in (
+            ("configs/clusters/mixed-8.yaml", JOBS["mixed-8"], ["--profiles", profiles]),
+            ("configs/clusters/scale-1024.yaml", "configs/train/llama-100b.yaml",
+             ["--datasheet", "--profiles", os.path.join(a.out, "datasheet")]),
+            ("configs/clusters/scale-4096.yaml", "configs/train/llama-100b.yaml",
+             ["--datasheet", "--profiles", os.path.join(a.out, "datasheet")])):
+        timed_plan(a, cluster, config, extra)  # writes data-sheet profiles the first time
+        wall, line = timed_plan(a, cluster, config, extra)
+        report.append(f"- {cluster}: {wall:.2f} s wall (`h2 plan`, profiles cached): {line}")
+    text = "\n".join(report) + "\n"
+    open(os.path.join(a.out, "summary.md"), "w").write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# HeteroAuto against measurement (docs/performance.md, "Planner"): on the emulated clusters
+# mixed-4 and mixed-8, profile each chip type, search, then train every one of the search's top
+# plans, the even split of the chosen plan's stages and (mixed-8) each homogeneous part's own
+# best plan, and compare predicted with measured step time and peak memory per rank. Prints MAPE,
+# worst error, Kendall's tau of the ranking, memory error, the chosen plan against the best of
+# its top 10 measured and against the even split, the mixed cluster against the sum of its parts,
+# and how long planning takes for 8 chips and for 1,024 / 4,096 data-sheet chips.
+# Usage: bench/planner_bench.sh [OUT_DIR]   (default runs/planner-bench)
+#   env: H2_BIN (build/bin), TOP (10 plans per cluster), STEPS (6; the median of steps 3..STEPS
+#        is the measured step time), CLUSTERS ("mixed-4 mixed-8")
+# Runs take ~15 minutes on 2 cores; run it on a quiet machine (bench/quiet_machine.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-runs/planner-bench}
+mkdir -p "$out"
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+exec python3 bench/planner_bench.py --out "$out" --bin "${H2_BIN:-build/bin}" \
+  --top "${TOP:-10}" --steps "${STEPS:-6}" --clusters ${CLUSTERS:-mixed-4 mixed-8}
