@@ -3,10 +3,11 @@
 // sizes. HeteroAuto's cost model adds them up per stage instead of guessing from peak FLOP/s.
 //
 // A profile is valid only for what it was measured with, so its key holds all of it: the chip
-// type and its spec (peaks, bandwidths, memory, time scale), the model shape, the compute dtype
-// and the H2 version. A profile whose key differs from the one asked for is refused, naming
-// the difference (a stale or foreign profile would make every prediction silently wrong).
-// Files: one JSON document per chip type (profile_file_name), {"format": "h2-profile", ...}.
+// type and its spec (peaks, bandwidths, time scale; not the capacity, which changes no figure), the
+// model shape, the compute dtype and the H2 version. A profile whose key differs from the one asked
+// for is refused, naming the difference (a stale or foreign profile would make every prediction
+// silently wrong). Files: one JSON document per chip type (profile_file_name), {"format":
+// "h2-profile", ...}.
 #pragma once
 
 #include <array>
@@ -56,7 +57,7 @@ struct UnitCost {
 
 struct ProfileKey {
   std::string chip;       // chip type name
-  std::string chip_spec;  // the spec's figures as text (peaks, bandwidths, memory, time scale)
+  std::string chip_spec;  // the spec's figures as text (peaks, bandwidths, time scale)
   ModelShape model;
   DType dtype = DType::f32;
   std::string h2_version;
