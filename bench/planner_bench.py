@@ -152,7 +152,12 @@ def main():
                               f"{name}-{f[:-5]}", a.steps))
         even = os.path.join(a.out, name, "even.yaml")
         even_split(os.path.join(top_dir, plans[0]), even, model["n_layers"])
-        plan_prediction(a, cluster_file, config, even)
+        if "does not fit" in plan_prediction(a, cluster_file, config, even):
+            plan = yaml.safe_load(open(even))  # the even split needs recomputation to fit
+            plan["recompute"] = True
+            plan.pop("predicted", None)
+            yaml.safe_dump(plan, open(even, "w"), sort_keys=False)
+            plan_prediction(a, cluster_file, config, even)
         print(f"== {name}: training the even split", flush=True)
         even_row = train(a, cluster_file, ranks, config, even, f"{name}-even", a.steps)
         rows_all = rows + [even_row]

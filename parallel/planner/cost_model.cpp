@@ -90,7 +90,7 @@ double PlanEstimate::tokens_per_s(const Plan& plan, const ModelShape& model) con
   return double(plan.global_micro_batches() * plan.micro_batch_rows * model.seq_len) / step_s;
 }
 
-PlanEstimate estimate(const Plan& plan, const CostInputs& in) {
+PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Schedule* lowered) {
   H2_CHECK(in.cluster != nullptr && in.profiles != nullptr, "cost model without cluster/profiles");
   const Cluster& cluster = *in.cluster;
   const ModelShape& m = in.model;
@@ -127,7 +127,8 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in) {
     return 0;
   };
 
-  pipeline::Schedule schedule = plan.lowered_schedule();
+  const pipeline::Schedule own = lowered ? pipeline::Schedule{} : plan.lowered_schedule();
+  const pipeline::Schedule& schedule = lowered ? *lowered : own;
   pipeline::Durations d(S);
   std::vector<double> stage_params(size_t(S), 0);
   std::vector<StageActivations> activations(static_cast<size_t>(S));

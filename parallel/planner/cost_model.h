@@ -64,7 +64,10 @@ struct PlanEstimate {
   std::string memory_problem() const;
 };
 
-PlanEstimate estimate(const Plan& plan, const CostInputs& in);
+// `lowered`, when given, is plan.lowered_schedule() computed once for many plans of one shape
+// (schedule, positions, micro-batches, chunks, FSDP): the search's cache.
+PlanEstimate estimate(const Plan& plan, const CostInputs& in,
+                      const pipeline::Schedule* lowered = nullptr);
 
 // The cluster chip (an index of the cluster's chips, core/cluster.h) job rank `rank` of `plan`
 // drives: plans on a cluster name each rank's device "vchip:K".

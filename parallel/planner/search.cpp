@@ -269,6 +269,32 @@ std::vector<Class> classes(const Cluster& cluster, const CostInputs& in, const S
   return out;
 }
 
+// Per worker, what depends on a plan's shape alone (schedule, positions, micro-batches, chunks,
+// FSDP) and not on its split or chips: the lowered schedule the cost model replays and what each
+// position holds at its compute actions (memory_model.h).
+class ShapeCache {
+ public:
+  struct Shape {
+    pipeline::Schedule lowered;
+    std::vector<HeldCounts> held;
+  };
+  const Shape& of(ScheduleKind schedule, int positions, int64_t micro, int chunks, bool fsdp) {
+    const auto key = std::make_tuple(int(schedule), positions, micro, chunks, fsdp);
+    auto it = shapes_.find(key);
+    if (it != shapes_.end()) return it->second;
+    Plan plan;
+    plan.group_sizes.assign(size_t(positions), 1);
+    plan.schedule = schedule, plan.chunks = chunks, plan.fsdp = fsdp;
+    plan.micro_batches = int(micro);
+    Shape shape{.lowered = plan.lowered_schedule()};
+    for (const auto& list : shape.lowered.per_rank) shape.held.push_back(HeldCounts::of(list));
+    return shapes_.emplace(key, std::move(shape)).first->second;
+  }
+
+ private:
+  std::map<std::tuple<int, int, int64_t, int, bool>, Shape> shapes_;
+};
+
 // What expanding classes found: fitting and too-large candidates and the counts.
 struct Found {
   std::vector<Ranked> fitting, too_large;
@@ -284,9 +310,7 @@ constexpr int64_t kExhaustiveSplits = 16;
 // Members whose busiest position alone (its compute and staging per micro-batch, m times)
 // exceeds `threshold` are not costed.
 void expand(const Class& k, const Cluster& cluster, const CostInputs& in, const SearchSpace& space,
-            double threshold,
-            std::map<std::tuple<int, int, int64_t, int>, std::vector<HeldCounts>>& held_cache,
-            Found& found) {
+            double threshold, ShapeCache& cache, Found& found) {
   const ModelShape& m = in.model;
   const int L = int(m.n_layers);
   const int64_t micro = space.global_rows / k.replicas / k.rows;
@@ -314,21 +338,8 @@ void expand(const Class& k, const Cluster& cluster, const CostInputs& in, const 
           for (bool recompute : {false, true}) {
             if (recompute && !space.recompute) break;
             o.recompute = recompute;
-            const auto key = std::make_tuple(int(o.schedule), P, micro, o.chunks);
-            auto held = held_cache.find(key);
-            if (held == held_cache.end()) {
-              Plan shape;  // the schedule's shape alone decides what each position holds
-              shape.group_sizes.assign(size_t(P), 1);
-              shape.layout =
-                  pipeline::StageLayout::uniform(std::max(L, P * o.chunks), P * o.chunks);
-              shape.schedule = o.schedule, shape.chunks = o.chunks;
-              shape.micro_batches = int(micro);
-              std::vector<HeldCounts> counts;
-              for (const auto& list : shape.lowered_schedule().per_rank)
-                counts.push_back(HeldCounts::of(list));
-              held = held_cache.emplace(key, std::move(counts)).first;
-            }
-            const Costs c = position_costs(o, micro, held->second, cluster, in);
+            const ShapeCache::Shape& shape = cache.of(o.schedule, P, micro, o.chunks, o.fsdp);
+            const Costs c = position_costs(o, micro, shape.held, cluster, in);
             std::vector<std::vector<int>> splits;
             if (o.chunks > 1) {
               splits.push_back(std::vector<int>(size_t(P * o.chunks), L / (P * o.chunks)));
@@ -352,7 +363,7 @@ void expand(const Class& k, const Cluster& cluster, const CostInputs& in, const 
               }
               Candidate cand{.plan = make_plan(o, cluster, m, blocks)};
               cand.plan.micro_batches = int(micro);
-              cand.estimate = estimate(cand.plan, in);
+              cand.estimate = estimate(cand.plan, in, &shape.lowered);
               cand.tokens_per_s = cand.estimate.tokens_per_s(cand.plan, m);
               ++found.costed;
               Ranked r{cand.estimate.step_s, "", std::move(cand)};
@@ -418,11 +429,11 @@ SearchResult search(const Cluster& cluster, const CostInputs& in, const SearchSp
     std::mutex error_mutex;
     std::exception_ptr error;
     auto work = [&] {
-      std::map<std::tuple<int, int, int64_t, int>, std::vector<HeldCounts>> held_cache;
+      ShapeCache cache;
       try {
         for (size_t i = next++; i < last; i = next++)
           if (all[i].bound <= threshold)
-            expand(all[i], cluster, in, space, threshold, held_cache, found[i - first]);
+            expand(all[i], cluster, in, space, threshold, cache, found[i - first]);
       } catch (...) {
         std::lock_guard lock(error_mutex);
         if (!error) error = std::current_exception();
