@@ -11,6 +11,7 @@ import time
 
 import yaml
 
+SPREAD = [20, 50, 100, 200]  # ranks of the search's list measured beyond the top ones
 JOBS = {  # cluster -> training config
     "mixed-4": "configs/train/hetero-4.yaml",
     "mixed-8": "configs/train/mixed-8.yaml",
@@ -32,24 +33,39 @@ def cpu_flags():
     return f"{model}, {os.cpu_count()} cores, {' '.join(keep)}"
 
 
+def train_run(a, cluster_file, ranks, config, plan, d, metrics, steps):
+    cmd = [f"{a.bin}/h2run", "-n", str(ranks), "--cluster", cluster_file, "--",
+           f"{a.bin}/h2", "train", config, "--set", f"parallel.plan={plan}",
+           "--set", f"cluster.file={cluster_file}", "--set", "parallel.memory_check=false",
+           "--set", f"train.steps={steps}", "--set", "train.eval_every=0",
+           "--set", f"log.every={a.log_every}", "--set", f"log.metrics_file={metrics}",
+           "--set", f"checkpoint.dir={d}/ckpt", "--set", "checkpoint.keep_last=1"]
+    run(cmd, os.path.join(d, "train.log"))
+
+
 def train(a, cluster_file, ranks, config, plan, name, steps):
-    """Trains `plan`; returns measured step ms (median of steps 3..), peaks, prediction."""
+    """Trains `plan` (or reuses a finished run of the same plan); returns the measured step time
+    (the last logged interval's), each rank's peak against its prediction, and the overrun."""
     d = os.path.join(a.out, "runs", name)
     os.makedirs(d, exist_ok=True)
     metrics = os.path.join(d, "metrics.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    cmd = [f"{a.bin}/h2run", "-n", str(ranks), "--cluster", cluster_file, "--",
-           f"{a.bin}/h2", "train", config, "--set", f"parallel.plan={plan}",
-           "--set", f"train.steps={steps}", "--set", "train.eval_every=0",
-           "--set", "log.every=1", "--set", f"log.metrics_file={metrics}",
-           "--set", f"checkpoint.dir={d}/ckpt", "--set", "checkpoint.keep_last=1"]
-    run(cmd, os.path.join(d, "train.log"))
+    stamp = os.path.join(d, "plan.yaml")  # the plan this run trained
+    finished = (os.path.exists(metrics) and os.path.exists(stamp) and
+                open(stamp).read() == open(plan).read() and
+                '"event":"done"' in open(metrics).read())
+    if not finished:
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        train_run(a, cluster_file, ranks, config, plan, d, metrics, steps)
+        open(stamp, "w").write(open(plan).read())
     lines = [json.loads(l) for l in open(metrics)]
     steps_ = [l for l in lines if "step" in l and "step_ms" in l]
     done = [l for l in lines if l.get("event") == "done"][0]
-    measured = statistics.median(l["step_ms"] for l in steps_[2:])
-    overrun = max(max(l.get("emulation_overrun_per_rank", [0])) for l in steps_[2:])
+    # The last logged interval: its mean step time, gathering the metrics included, as a user
+    # sees it with log.every steps per line (the first interval holds the warm-up).
+    last = steps_[-1]
+    measured = last["step_ms"]
+    overrun = max(last.get("emulation_overrun_per_rank", [0]))
     # Each rank's predicted peak: its schedule position's (stages list their ranks; replicas
     # repeat the first replica's positions).
     groups = []
@@ -64,7 +80,7 @@ def train(a, cluster_file, ranks, config, plan, name, steps):
             "mem_error": max(mem_errors),
             "predicted_mib": done["predicted_peak_mib"],
             "measured_mib": done["peak_mem_mib_per_rank"], "overrun": overrun,
-            "tokens_per_s": statistics.median(l["tokens_per_s"] for l in steps_[2:])}
+            "tokens_per_s": last["tokens_per_s"]}
 
 
 def plan_prediction(a, cluster_file, config, plan_file, part=None):
@@ -126,6 +142,7 @@ def main():
     p.add_argument("--bin")
     p.add_argument("--top", type=int)
     p.add_argument("--steps", type=int)
+    p.add_argument("--log-every", type=int)
     p.add_argument("--clusters", nargs="+")
     a = p.parse_args()
     profiles = os.path.join(a.out, "profiles")
@@ -142,14 +159,18 @@ def main():
             os.path.join(a.out, f"{name}-profile.log"))
         top_dir = os.path.join(a.out, name, "top")
         search = run([f"{a.bin}/h2", "plan", "--cluster", cluster_file, config, "--profiles",
-                      profiles, "--top", str(a.top), "--explain", "--write-top", top_dir],
+                      profiles, "--top", str(SPREAD[-1]), "--explain", "--write-top", top_dir],
                      os.path.join(a.out, f"{name}-plan.log"))
-        plans = sorted(f for f in os.listdir(top_dir) if f.startswith("plan-"))
+        written = sorted(f for f in os.listdir(top_dir) if f.startswith("plan-"))
+        # The top plans, then a spread of the ranking, so that the ranking is tested on plans
+        # that differ, not only on near-ties.
+        picked = written[:a.top] + [written[i - 1] for i in SPREAD if a.top < i <= len(written)]
         rows = []
-        for f in plans:
+        for f in picked:
             print(f"== {name}: training {f}", flush=True)
             rows.append(train(a, cluster_file, ranks, config, os.path.join(top_dir, f),
                               f"{name}-{f[:-5]}", a.steps))
+        plans = written
         even = os.path.join(a.out, name, "even.yaml")
         even_split(os.path.join(top_dir, plans[0]), even, model["n_layers"])
         if "does not fit" in plan_prediction(a, cluster_file, config, even):
@@ -171,8 +192,7 @@ def main():
             run([f"{a.bin}/h2", "plan", "--cluster", pf, config, "--profiles", profiles,
                  "--out", plan], os.path.join(a.out, f"{name}-part-{chip}-plan.log"))
             print(f"== {name}: training part {chip} alone", flush=True)
-            parts.append(train(a, pf, n, config, plan, f"{name}-part-{chip}",
-                               max(4, a.steps - 2)))
+            parts.append(train(a, pf, n, config, plan, f"{name}-part-{chip}", a.steps))
         all_rows += parts
         # The tables.
         err = lambda r: abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"]
@@ -187,19 +207,21 @@ def main():
                 f"{[round(x, 1) for x in r['measured_mib']]} | {100 * r['mem_error']:.1f}% | "
                 f"{100 * r['overrun']:.2f}% | "
                 f"{r['tokens_per_s']:.0f} |")
-        best_measured = min(r["measured_ms"] for r in rows)
+        top_rows = rows[:a.top]
+        best_measured = min(r["measured_ms"] for r in top_rows)
         chosen = rows[0]["measured_ms"]
         sum_parts = sum(r["tokens_per_s"] for r in parts)
         report.append(
             f"\n- chosen (#1) measures {best_measured / chosen:.3f} of the best of its top "
-            f"{len(rows)} measured; {even_row['measured_ms'] / chosen:.2f}x the even split")
+            f"{len(top_rows)} measured; {even_row['measured_ms'] / chosen:.2f}x the even split")
         part_figures = " + ".join("%.0f" % r["tokens_per_s"] for r in parts)
         report.append(
             f"- mixed ({rows[0]['tokens_per_s']:.0f} tok/s) / sum of parts "
             f"({part_figures} = {sum_parts:.0f}) = {rows[0]['tokens_per_s'] / sum_parts:.3f}")
         tau = kendall_tau([r["predicted_ms"] for r in rows_all],
                           [r["measured_ms"] for r in rows_all])
-        report.append(f"- Kendall tau over the top {len(rows)} and the even split: {tau:.2f}")
+        report.append(f"- Kendall tau over its {len(rows_all)} plans (top {len(top_rows)}, a spread "
+                      f"of the ranking, the even split): {tau:.2f}")
     errs = [abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in all_rows]
     mems = [r["mem_error"] for r in all_rows]
     report.append(f"\n## Over all {len(all_rows)} measured plans\n")

@@ -7,13 +7,15 @@
 # its top 10 measured and against the even split, the mixed cluster against the sum of its parts,
 # and how long planning takes for 8 chips and for 1,024 / 4,096 data-sheet chips.
 # Usage: bench/planner_bench.sh [OUT_DIR]   (default runs/planner-bench)
-#   env: H2_BIN (build/bin), TOP (10 plans per cluster), STEPS (6; the median of steps 3..STEPS
-#        is the measured step time), CLUSTERS ("mixed-4 mixed-8")
-# Runs take ~15 minutes on 2 cores; run it on a quiet machine (bench/quiet_machine.sh).
+#   env: H2_BIN (build/bin), TOP (10: the search's best plans measured per cluster, then its
+#        numbers 20, 50, 100 and 200), STEPS (6), LOG_EVERY (3; the last logged interval's mean
+#        step time is the measured one), CLUSTERS ("mixed-4 mixed-8")
+# Runs take ~25 minutes on 2 cores; run it on a quiet machine (bench/quiet_machine.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/planner-bench}
 mkdir -p "$out"
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 exec python3 bench/planner_bench.py --out "$out" --bin "${H2_BIN:-build/bin}" \
-  --top "${TOP:-10}" --steps "${STEPS:-6}" --clusters ${CLUSTERS:-mixed-4 mixed-8}
+  --top "${TOP:-10}" --steps "${STEPS:-6}" --log-every "${LOG_EVERY:-3}" \
+  --clusters ${CLUSTERS:-mixed-4 mixed-8}

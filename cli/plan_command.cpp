@@ -48,7 +48,7 @@ Command make_plan_command(CLI::App& parent) {
                   "predict this plan file instead of searching (with --out: it, with the "
                   "prediction)");
   app->add_option("--write-top", options->write_top,
-                  "write each of the top K plans to this folder (plan-01.yaml, ...)");
+                  "write each of the top K plans to this folder (plan-001.yaml, ...)");
   add_datasheet_options(*app, options->datasheet, options->efficiency);
   app->add_option("--set", options->overrides, "Override a config key: section.key=value");
   app->footer(
@@ -102,7 +102,7 @@ Command make_plan_command(CLI::App& parent) {
             if (!options->write_top.empty())
               for (size_t i = 0; i < result.best.size() && int(i) < options->top; ++i) {
                 const std::string path =
-                    fmt::format("{}/plan-{:02}.yaml", options->write_top, i + 1);
+                    fmt::format("{}/plan-{:03}.yaml", options->write_top, i + 1);
                 write_plan_file(path, plan_text(path, result.best[i], cluster, inputs, cfg,
                                                 fmt::format("number {} of the search", i + 1)));
               }

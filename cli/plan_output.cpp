@@ -55,11 +55,12 @@ void print_search(const planner::SearchResult& result, const Cluster& cluster,
       "costed {} plans in {:.2f} s; {} ruled out by memory; {}",
       result.classes_expanded, result.classes, result.outer_candidates, result.costed,
       result.seconds, result.memory_pruned,
-      result.optimality_gap > 0
-          ? fmt::format("stopped by the budget (--max-classes): the best is within {:.1f}% of "
+      result.complete ? std::string("complete: the rest are bounded out")
+      : result.best.empty()
+          ? std::string("stopped by the budget (--max-classes) before any plan fitted")
+          : fmt::format("stopped by the budget (--max-classes): the best is within {:.1f}% of "
                         "the optimum",
-                        100 * result.optimality_gap)
-          : std::string("complete: the rest are bounded out")));
+                        100 * result.optimality_gap)));
   for (size_t i = 0; i < result.best.size() && int(i) < top; ++i) {
     const planner::Candidate& c = result.best[i];
     print_candidate(c, fmt::format("#{:<2}", i + 1), print);

@@ -85,6 +85,9 @@ Plan make_plan(const Outer& o, const Cluster& cluster, const ModelShape& model,
 
 struct Costs {  // per position, per micro-batch
   std::vector<double> block_s, fixed_s;
+  // The least a rank is busy per block and for its fixed units: F with the cheaper of B and
+  // I + W (ZB-H1 runs the backward as I and W), a bound of what any schedule costs it.
+  std::vector<double> least_block_s, least_fixed_s;
   std::vector<int> max_blocks;
 };
 
@@ -104,13 +107,19 @@ Costs position_costs(const Outer& o, int64_t micro_batches, const std::vector<He
     const UnitCost block = profile.cost(UnitKind::block, rows);
     const UnitCost emb = profile.cost(UnitKind::embedding, rows);
     const UnitCost head = profile.cost(UnitKind::head, rows);
-    double per_block = block.forward_s + block.backward_s + (o.recompute ? block.forward_s : 0);
-    double fixed = 0;
-    if (q == 0) fixed += emb.forward_s + emb.backward_s;
-    if (q == P - 1) fixed += head.forward_s + head.backward_s;
+    const double redo = o.recompute ? block.forward_s : 0;
+    const double per_block = block.forward_s + block.backward_s + redo;
+    auto least = [](const UnitCost& u) {
+      return u.forward_s + std::min(u.backward_s, u.input_s + u.weight_s);
+    };
+    double fixed = 0, least_fixed = 0;
+    if (q == 0) fixed += emb.forward_s + emb.backward_s, least_fixed += least(emb);
+    if (q == P - 1) fixed += head.forward_s + head.backward_s, least_fixed += least(head);
     const double host_bw = chip.link_bandwidth / (chip.time_scale * cluster.time_scale);
     const double transfer = double(rows) * double(m.activation_bytes_per_row(wire)) / host_bw;
-    fixed += transfer * (double(q > 0) + double(q < P - 1)) * 2;  // staging, both directions
+    const double staging = transfer * (double(q > 0) + double(q < P - 1)) * 2;  // both ways
+    fixed += staging;
+    least_fixed += staging;
     // The most blocks whose state and activations fit the chip.
     const int64_t block_state = unit_state_bytes(m, UnitKind::block, in.dtype, s.group, o.fsdp);
     int64_t fixed_state = token_bytes(m, o.rows, int(micro_batches)) +
@@ -145,6 +154,8 @@ Costs position_costs(const Outer& o, int64_t micro_batches, const std::vector<He
       (bytes_with(mid) > usable ? too_many : most) = mid;
     }
     c.block_s.push_back(per_block);
+    c.least_block_s.push_back(least(block) + redo);
+    c.least_fixed_s.push_back(least_fixed);
     c.fixed_s.push_back(fixed);
     c.max_blocks.push_back(most);
   }
@@ -334,7 +345,7 @@ void expand(const Class& k, const Cluster& cluster, const CostInputs& in, const 
           if (wire && (P == 1 || *wire == in.dtype)) continue;
           o.schedule = schedule, o.chunks = interleaved ? 2 : 1, o.fsdp = fsdp, o.wire = wire;
           ++found.outers;
-          bool split_found = false;
+          bool fitted = false, bounded = false;
           for (bool recompute : {false, true}) {
             if (recompute && !space.recompute) break;
             o.recompute = recompute;
@@ -352,13 +363,13 @@ void expand(const Class& k, const Cluster& cluster, const CostInputs& in, const 
               }
             }
             if (splits.empty()) continue;  // memory: try recompute
-            split_found = true;
             std::optional<Ranked> best;
             for (const std::vector<int>& blocks : splits) {
               if (o.chunks == 1) {
                 double busiest = 0;
                 for (size_t q = 0; q < blocks.size(); ++q)
-                  busiest = std::max(busiest, c.fixed_s[q] + double(blocks[q]) * c.block_s[q]);
+                  busiest = std::max(busiest,
+                                     c.least_fixed_s[q] + double(blocks[q]) * c.least_block_s[q]);
                 if (double(micro) * busiest > threshold) continue;
               }
               Candidate cand{.plan = make_plan(o, cluster, m, blocks)};
@@ -373,16 +384,20 @@ void expand(const Class& k, const Cluster& cluster, const CostInputs& in, const 
                 continue;
               best = std::move(r);
             }
-            if (!best) break;  // bounded out
+            if (!best) {
+              bounded = true;
+              break;
+            }
             best->key = best->candidate.plan.str() + "|" +
                         fmt::format("{}", fmt::join(best->candidate.plan.devices, ","));
             if (best->candidate.estimate.fits()) {
               found.fitting.push_back(std::move(*best));
+              fitted = true;
               break;  // recompute only where memory needs it
             }
             found.too_large.push_back(std::move(*best));
           }
-          if (!split_found) ++found.memory_pruned;
+          if (!fitted && !bounded) ++found.memory_pruned;
         }
       }
     }
@@ -413,17 +428,19 @@ SearchResult search(const Cluster& cluster, const CostInputs& in, const SearchSp
   const int threads =
       std::max(1, space.threads > 0 ? space.threads
                                     : int(std::max(1u, std::thread::hardware_concurrency())));
-  const size_t batch = size_t(std::max(8, 2 * threads));
+  constexpr size_t batch = 8;
   std::vector<double> least_bound(all.size() + 1, std::numeric_limits<double>::infinity());
   for (size_t i = all.size(); i-- > 0;) least_bound[i] = std::min(least_bound[i + 1], all[i].bound);
   std::vector<Ranked> fitting, too_large;
   result.classes = int64_t(all.size());
   double threshold = std::numeric_limits<double>::infinity();
   size_t first = 0;
-  for (; first < all.size(); first += batch) {
+  while (first < all.size()) {
     if (least_bound[first] > threshold) break;  // no remaining class can do better
     if (space.max_classes > 0 && result.classes_expanded >= space.max_classes) break;
-    const size_t last = std::min(all.size(), first + batch);
+    size_t last = std::min(all.size(), first + batch);
+    if (space.max_classes > 0)  // the budget counts classes, not batches
+      last = std::min(last, first + size_t(space.max_classes - result.classes_expanded));
     std::vector<Found> found(last - first);
     std::atomic<size_t> next{first};
     std::mutex error_mutex;
@@ -459,9 +476,14 @@ SearchResult search(const Cluster& cluster, const CostInputs& in, const SearchSp
     std::sort(too_large.begin(), too_large.end());
     if (too_large.size() > 3) too_large.resize(3);
     if (fitting.size() == size_t(space.keep)) threshold = fitting.back().step_s;
+    first = last;
   }
-  if (first < all.size() && !fitting.empty() && least_bound[first] <= threshold)
-    result.optimality_gap = std::max(0.0, fitting.front().step_s / least_bound[first] - 1);
+  if (first < all.size() && least_bound[first] <= threshold) {  // stopped by the budget
+    result.complete = false;
+    result.optimality_gap = fitting.empty()
+                                ? std::numeric_limits<double>::infinity()
+                                : std::max(0.0, fitting.front().step_s / least_bound[first] - 1);
+  }
   for (Ranked& r : fitting) result.best.push_back(std::move(r.candidate));
   for (Ranked& r : too_large) result.too_large.push_back(std::move(r.candidate));
   result.seconds =

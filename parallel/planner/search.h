@@ -18,7 +18,7 @@
 // At scale (1,024 chips and more) the outer level is a branch and bound: outer candidates are
 // grouped into classes (chip types used, replicas, group sizes, micro-batch rows), each with a
 // lower bound of its members' step time from the profiles alone; classes are expanded in the
-// order of their bounds, a batch at a time over the machine's cores, until the next bound
+// order of their bounds, a batch of 8 at a time over the machine's cores, until the next bound
 // exceeds the step time of the keep-th best plan found. The result is the same as expanding
 // every class.
 #pragma once
@@ -62,8 +62,10 @@ struct SearchResult {
   int64_t costed = 0;                // plans run through the full cost model
   int64_t memory_pruned = 0;         // classes and outer configurations no layer split fits
   double seconds = 0;                // wall time of the search
-  // 0 when the search is complete; after a budget stop, the most by which the best plan's step
-  // time can exceed the optimum's (best / least bound of the classes not expanded - 1).
+  // False when the class budget stopped the search; optimality_gap then says by how much the
+  // best plan's step time can exceed the optimum's at most (best / least bound of the classes
+  // not expanded - 1; infinite when no plan was found before the budget ran out).
+  bool complete = true;
   double optimality_gap = 0;
 };
 

@@ -98,6 +98,20 @@ parallel::Plan plan_from_config(const TrainConfig& c, int world_size) {
 void check_plan_memory(const parallel::Plan& plan, const TrainConfig& config, int rank,
                        const Device& device) {
   const parallel::Plan::Place place = plan.place_of(rank);
+  const int64_t capacity = device.props().memory_bytes;
+  // A plan file written by h2 plan carries the memory model's prediction per stage group, which
+  // counts what the shape estimate below only bounds (allocator blocks, recomputation, the
+  // schedule's stash): trust it.
+  if (config.prediction && size_t(place.position) < config.prediction->peak_mib.size()) {
+    const double predicted = config.prediction->peak_mib[size_t(place.position)] * (1 << 20);
+    if (capacity > 0 && predicted > double(capacity))
+      H2_THROW(ConfigError,
+               "rank {} ({}, schedule position {}): the plan predicts {:.1f} MiB, the chip has "
+               "{:.1f} MiB; plan again for this cluster (h2 plan)",
+               rank, device.str(), place.position, predicted / (1 << 20),
+               double(capacity) / (1 << 20));
+    return;
+  }
   const int stashed =
       parallel::pipeline::peak_stash(plan.lowered_schedule()).at(size_t(place.position));
   const int group = plan.group_sizes[size_t(place.position)];
@@ -111,7 +125,6 @@ void check_plan_memory(const parallel::Plan& plan, const TrainConfig& config, in
                                   stashed)
                 .total();
   }
-  const int64_t capacity = device.props().memory_bytes;
   if (capacity > 0 && need > capacity)
     H2_THROW(ConfigError,
              "rank {} ({}, schedule position {}): its stages need about {:.1f} MiB, the chip "

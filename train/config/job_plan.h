@@ -22,8 +22,10 @@ namespace h2::config {
 parallel::Plan plan_from_config(const TrainConfig& config, int world_size);
 
 // Refuses, before the model exists, a plan whose stages on `rank` would not fit `device`: the
-// estimated peak (estimate_stage_memory, with the schedule's peak of micro-batches in flight) of
-// the rank's stages against the device's memory. ConfigError with both figures and the way out.
+// plan file's predicted peak for the rank's stage group where h2 plan wrote one (HeteroAuto's
+// memory model), else the estimated peak (estimate_stage_memory, with the schedule's peak of
+// micro-batches in flight) of the rank's stages, against the device's memory. ConfigError with
+// both figures and the way out.
 void check_plan_memory(const parallel::Plan& plan, const TrainConfig& config, int rank,
                        const Device& device);
 

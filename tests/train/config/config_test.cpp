@@ -64,7 +64,9 @@ parallel:
   gather_group: 2
   replicas: 3
   recompute: true
+  memory_check: false
   plan: plans/mixed.yaml
+  profiles: cache/profiles
   wire_dtype: bf16
 cluster:
   file: clusters/mixed.yaml
@@ -133,7 +135,9 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.parallel.gather_group, 2);
   EXPECT_EQ(c.parallel.replicas, 3);
   EXPECT_TRUE(c.parallel.recompute);
+  EXPECT_FALSE(c.parallel.memory_check);
   EXPECT_EQ(c.parallel.plan, "plans/mixed.yaml");
+  EXPECT_EQ(c.parallel.profiles, "cache/profiles");
   EXPECT_EQ(c.parallel.wire_dtype, WireDtype::bf16);
   EXPECT_EQ(c.cluster.file, "clusters/mixed.yaml");
   EXPECT_EQ(c.cluster.devices, "vchip:chip-a,cpu");
