@@ -79,7 +79,7 @@ config::Plan auto_plan(const config::TrainConfig& config, const Cluster& cluster
                                      fmt::format("chosen by parallel.plan auto ({})", origin));
   if (rank == 0) {
     say(fmt::format("chosen: {}", best.plan.str()));
-    write_plan_file(path, text);
+    write_text_file(path, text);
     say(fmt::format("plan saved to {} (repeat it with --set parallel.plan={})", path, path));
   }
   return config::parse_plan(text, name);

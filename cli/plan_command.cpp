@@ -77,7 +77,7 @@ Command make_plan_command(CLI::App& parent) {
                   evaluate_plan_file(options->evaluate, cfg, cluster, inputs);
               print_candidate(given, options->evaluate, print);
               if (!options->out.empty())
-                write_plan_file(options->out,
+                write_text_file(options->out,
                                 plan_text(options->out, given, cluster, inputs, cfg,
                                           fmt::format("the plan of {}", options->evaluate)));
               return 0;
@@ -94,7 +94,7 @@ Command make_plan_command(CLI::App& parent) {
                        "use chips with more memory, a smaller model or a smaller batch",
                        cluster.source, options->config_path);
             if (!options->out.empty()) {
-              write_plan_file(options->out, plan_text(options->out, result.best.front(), cluster,
+              write_text_file(options->out, plan_text(options->out, result.best.front(), cluster,
                                                       inputs, cfg, "the best of the search"));
               print(fmt::format("plan written to {} (h2 train ... --set parallel.plan={})",
                                 options->out, options->out));
@@ -103,7 +103,7 @@ Command make_plan_command(CLI::App& parent) {
               for (size_t i = 0; i < result.best.size() && int(i) < options->top; ++i) {
                 const std::string path =
                     fmt::format("{}/plan-{:03}.yaml", options->write_top, i + 1);
-                write_plan_file(path, plan_text(path, result.best[i], cluster, inputs, cfg,
+                write_text_file(path, plan_text(path, result.best[i], cluster, inputs, cfg,
                                                 fmt::format("number {} of the search", i + 1)));
               }
             return 0;

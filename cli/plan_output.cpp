@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "train/checkpoint/durable_io.h"
 #include "train/config/plan.h"
 
 namespace h2::cli {
@@ -107,19 +108,11 @@ std::string plan_text(const std::string& path, const planner::Candidate& c, cons
   return config::plan_file_text(c.plan, chips, prediction_of(c, inputs), header);
 }
 
-void write_plan_file(const std::string& path, const std::string& text) {
+void write_text_file(const std::string& path, const std::string& text) {
   const std::filesystem::path file(path);
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial);
-    out << text;
-    out.flush();
-    if (!out) H2_THROW(Error, "cannot write the plan file {}", partial);
-  }
-  std::error_code error;
-  std::filesystem::rename(partial, file, error);
-  if (error) H2_THROW(Error, "cannot rename {} to {}: {}", partial, path, error.message());
+  checkpoint::write_file_durably(
+      path, [&](checkpoint::ByteSink& sink) { sink(text.data(), text.size()); });
 }
 
 }  // namespace h2::cli

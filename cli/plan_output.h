@@ -33,8 +33,8 @@ std::string plan_text(const std::string& path, const parallel::planner::Candidat
                       const Cluster& cluster, const parallel::planner::CostInputs& inputs,
                       const config::TrainConfig& config, const std::string& what);
 
-// Writes a plan file through a temporary file and a rename, so a crash leaves the old file or the
-// new one, never half of one.
-void write_plan_file(const std::string& path, const std::string& text);
+// Writes a plan or profile file durably (train/checkpoint/durable_io.h: a temporary file, fsync,
+// rename), creating its folder, so a crash leaves the old file or the new one, never half of one.
+void write_text_file(const std::string& path, const std::string& text);
 
 }  // namespace h2::cli

@@ -6,14 +6,14 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "backends/registry.h"
 #include "cli/job_cluster.h"
+#include "cli/plan_output.h"
 #include "comm/timeouts.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "train/checkpoint/durable_io.h"
 #include "train/config/job_plan.h"
 #include "train/config/plan.h"
 
@@ -25,28 +25,15 @@ namespace fs = std::filesystem;
 
 std::optional<planner::ChipProfile> read_profile(const fs::path& path,
                                                  const planner::ProfileKey& want) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  planner::ChipProfile p = planner::profile_from_json(text.str(), path.string());
+  if (!fs::exists(path)) return std::nullopt;
+  planner::ChipProfile p =
+      planner::profile_from_json(checkpoint::read_file(path.string()), path.string());
   if (const std::string diff = want.difference(p.key); !diff.empty())
     H2_THROW(ConfigError,
              "{}: a profile for another setup ({}); delete it or measure again with "
              "h2 profile --force",
              path.string(), diff);
   return p;
-}
-
-void write_atomically(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) H2_THROW(Error, "cannot write {}", tmp.string());
-  }
-  fs::rename(tmp, path);
 }
 
 }  // namespace
@@ -129,7 +116,7 @@ planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainCo
       planner::ChipProfile p = planner::datasheet_profile(spec, scale, shape, config.train.dtype,
                                                           rows, request.efficiency);
       const fs::path path = fs::path(request.dir) / planner::profile_file_name(p.key);
-      write_atomically(path, planner::to_json(p));
+      write_text_file(path.string(), planner::to_json(p));
       if (request.print)
         request.print(fmt::format("{}: profile {} from its data-sheet figures ({})", type,
                                   path.string(), p.origin));
@@ -165,7 +152,7 @@ planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainCo
     planner::ChipProfile p =
         train::profile_chip(runtime->device(fmt::format("vchip:{}", i)), key, request.options);
     const fs::path path = fs::path(request.dir) / planner::profile_file_name(key);
-    write_atomically(path, planner::to_json(p));
+    write_text_file(path.string(), planner::to_json(p));
     if (request.print) {
       request.print(
           fmt::format("{}: profile {} (host overran the emulated chip by {:.1f}% of its "
