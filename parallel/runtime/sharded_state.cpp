@@ -29,21 +29,28 @@ class ShardedState final : public ModelState {
 
   void step(double lr, double grad_scale) override { adamw_.step(lr, grad_scale); }
 
-  // Each unit's masters and moments gathered over its group into whole tensors; the group's rank
-  // 0 writes them (its replica's share of the rows).
+  // Each unit's masters and moments gathered over its group into whole tensors in host memory;
+  // the group's rank 0 writes them (its replica's share of the rows). One unit's tensor at a time
+  // passes through one device buffer of the unit's padded size, so that saving needs no more
+  // device memory than the step did (which held the unit's whole FP32 gradient), however large
+  // the stage: the state stays sharded on the device.
   std::vector<StatePiece> pieces() override {
     std::vector<StatePiece> out;
     const auto& units = adamw_.units();
     for (size_t i = 0; i < units.size(); ++i) {
       fsdp::FlatParamGroup& f = *units[i];
+      const bool writer = f.group().rank() == 0;
+      // The other ranks take part in the gathers but write nothing: their pieces only give the
+      // shapes, viewed in one host buffer that is never read.
+      const Tensor unread =
+          writer ? Tensor() : Tensor::empty({f.padded_numel()}, DType::f32, *own_.host);
       auto gather = [&](const Tensor& shard) {
         Tensor full = Tensor::empty({f.padded_numel()}, DType::f32, f.device());
         f.group().all_gather(full, shard);
-        return full;
+        return writer ? full.to(*own_.host) : unread;
       };
       const Tensor master = gather(f.master_shard()), m = gather(adamw_.state()[i].m),
                    v = gather(adamw_.state()[i].v);
-      const bool writer = f.group().rank() == 0;
       for (const fsdp::FlatSlot& slot : f.layout()) {
         auto piece = [&](const Tensor& full) {
           return full.slice(0, slot.offset, slot.offset + slot.numel).view(slot.shape);
