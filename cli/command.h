@@ -2,12 +2,22 @@
 // action that runs when the user selects it. CommandSet registers the full list, in one place.
 #pragma once
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace h2::cli {
+
+// A progress or result line on stdout, flushed at once (long commands report as they go, and a
+// launcher that collects ranks' output sees each line when it is written).
+inline void print_line(const std::string& line) {
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
 
 struct Command {
   CLI::App* app;

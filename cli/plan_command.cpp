@@ -5,8 +5,6 @@
 // each runner-up lost, and writes the best as a plan file that parallel.plan reads.
 #include <fmt/format.h>
 
-#include <fstream>
-
 #include "backends/vchip/cluster_file.h"
 #include "cli/command.h"
 #include "cli/plan_output.h"
@@ -55,59 +53,55 @@ Command make_plan_command(CLI::App& parent) {
       "The config's global batch (train.batch_size x train.grad_accum x parallel.replicas "
       "sequences per step) stays fixed; the search chooses the chips' order and groups, the "
       "layer split, replicas, micro-batching, schedule, FSDP, recompute and the wire dtype.");
-  return {app, [options] {
-            const config::TrainConfig cfg =
-                config::load_config(options->config_path, options->overrides);
-            Cluster cluster = vchip::load_cluster(options->cluster_path);
-            if (!options->part.empty()) cluster = cluster.part(options->part);
-            auto print = [](const std::string& line) {
-              fmt::print("{}\n", line);
-              std::fflush(stdout);
-            };
-            ProfileRequest request{.dir = options->profiles, .print = print};
-            if (options->datasheet) use_datasheet(request, options->efficiency, "--efficiency");
-            request.options.seed = uint64_t(cfg.train.seed);
-            const parallel::planner::Profiles profiles = cluster_profiles(cluster, cfg, request);
-            const parallel::planner::CostInputs inputs{.cluster = &cluster,
-                                                       .model = model_shape(cfg),
-                                                       .dtype = cfg.train.dtype,
-                                                       .profiles = &profiles};
-            if (!options->evaluate.empty()) {
-              const parallel::planner::Candidate given =
-                  evaluate_plan_file(options->evaluate, cfg, cluster, inputs);
-              print_candidate(given, options->evaluate, print);
-              if (!options->out.empty())
-                write_text_file(options->out,
-                                plan_text(options->out, given, cluster, inputs, cfg,
-                                          fmt::format("the plan of {}", options->evaluate)));
-              return 0;
-            }
-            parallel::planner::SearchSpace space = search_space(cfg);
-            space.max_classes = options->max_classes;
-            space.keep = std::max(options->top, 10);
-            const parallel::planner::SearchResult result =
-                parallel::planner::search(cluster, inputs, space);
-            print_search(result, cluster, inputs, space, options->top, options->explain, print);
-            if (result.best.empty())
-              H2_THROW(ConfigError,
-                       "{}: no plan of {} fits the cluster's memory even with recomputation; "
-                       "use chips with more memory, a smaller model or a smaller batch",
-                       cluster.source, options->config_path);
-            if (!options->out.empty()) {
-              write_text_file(options->out, plan_text(options->out, result.best.front(), cluster,
-                                                      inputs, cfg, "the best of the search"));
-              print(fmt::format("plan written to {} (h2 train ... --set parallel.plan={})",
-                                options->out, options->out));
-            }
-            if (!options->write_top.empty())
-              for (size_t i = 0; i < result.best.size() && int(i) < options->top; ++i) {
-                const std::string path =
-                    fmt::format("{}/plan-{:03}.yaml", options->write_top, i + 1);
-                write_text_file(path, plan_text(path, result.best[i], cluster, inputs, cfg,
-                                                fmt::format("number {} of the search", i + 1)));
-              }
-            return 0;
-          }};
+  return {
+      app, [options] {
+        const config::TrainConfig cfg =
+            config::load_config(options->config_path, options->overrides);
+        Cluster cluster = vchip::load_cluster(options->cluster_path);
+        if (!options->part.empty()) cluster = cluster.part(options->part);
+        ProfileRequest request{.dir = options->profiles, .print = print_line};
+        if (options->datasheet) use_datasheet(request, options->efficiency, "--efficiency");
+        request.options.seed = uint64_t(cfg.train.seed);
+        const parallel::planner::Profiles profiles = cluster_profiles(cluster, cfg, request);
+        const parallel::planner::CostInputs inputs{.cluster = &cluster,
+                                                   .model = model_shape(cfg),
+                                                   .dtype = cfg.train.dtype,
+                                                   .profiles = &profiles};
+        if (!options->evaluate.empty()) {
+          const parallel::planner::Candidate given =
+              evaluate_plan_file(options->evaluate, cfg, cluster, inputs);
+          print_candidate(given, options->evaluate, print_line);
+          if (!options->out.empty())
+            write_text_file(options->out,
+                            plan_text(options->out, given, cluster, inputs, cfg,
+                                      fmt::format("the plan of {}", options->evaluate)));
+          return 0;
+        }
+        parallel::planner::SearchSpace space = search_space(cfg);
+        space.max_classes = options->max_classes;
+        space.keep = std::max(options->top, 10);
+        const parallel::planner::SearchResult result =
+            parallel::planner::search(cluster, inputs, space);
+        print_search(result, cluster, inputs, space, options->top, options->explain, print_line);
+        if (result.best.empty())
+          H2_THROW(ConfigError,
+                   "{}: no plan of {} fits the cluster's memory even with recomputation; "
+                   "use chips with more memory, a smaller model or a smaller batch",
+                   cluster.source, options->config_path);
+        if (!options->out.empty()) {
+          write_text_file(options->out, plan_text(options->out, result.best.front(), cluster,
+                                                  inputs, cfg, "the best of the search"));
+          print_line(fmt::format("plan written to {} (h2 train ... --set parallel.plan={})",
+                                 options->out, options->out));
+        }
+        if (!options->write_top.empty())
+          for (size_t i = 0; i < result.best.size() && int(i) < options->top; ++i) {
+            const std::string path = fmt::format("{}/plan-{:03}.yaml", options->write_top, i + 1);
+            write_text_file(path, plan_text(path, result.best[i], cluster, inputs, cfg,
+                                            fmt::format("number {} of the search", i + 1)));
+          }
+        return 0;
+      }};
 }
 
 }  // namespace h2::cli

@@ -48,10 +48,7 @@ Command make_profile_command(CLI::App& parent) {
             request.options.rows = options->rows;
             request.options.repeats = options->repeats;
             request.options.seed = uint64_t(cfg.train.seed);
-            request.options.progress = [](const std::string& line) {
-              fmt::print("{}\n", line);
-              std::fflush(stdout);
-            };
+            request.options.progress = print_line;
             request.print = request.options.progress;
             (void)cluster_profiles(cluster, cfg, request);
             return 0;

@@ -19,14 +19,6 @@
 #include "train/trainer.h"
 
 namespace h2::cli {
-namespace {
-
-void print_line(const std::string& line) {
-  fmt::print("{}\n", line);
-  std::fflush(stdout);
-}
-
-}  // namespace
 
 Command make_train_command(CLI::App& parent) {
   struct Options {
