@@ -63,14 +63,18 @@ void Plan::check() const {
     fail(fmt::format("a layout of {} stages for {} groups x {} chunks", stages(), positions(),
                      chunks));
   if (gather_group < 0) fail(fmt::format("gather group {}", gather_group));
+  if (lead < 0) fail(fmt::format("lead {} (micro-batches ahead) is negative", lead));
+  if (lead > 0 && schedule != pipeline::ScheduleKind::k1F1B)
+    fail(fmt::format("lead {} needs the 1f1b schedule, not {}", lead,
+                     pipeline::schedule_kind_name(schedule)));
 }
 
 pipeline::Schedule Plan::lowered_schedule() const {
   pipeline::LoweringOptions lowering;
   lowering.fsdp = fsdp;
   lowering.unshard.group_size = gather_group;
-  pipeline::Schedule s =
-      pipeline::lower(pipeline::generate(schedule, positions(), micro_batches, chunks), lowering);
+  pipeline::Schedule s = pipeline::lower(
+      pipeline::generate(schedule, positions(), micro_batches, chunks, lead), lowering);
   pipeline::check_valid(s);
   return s;
 }
@@ -92,6 +96,7 @@ std::string Plan::str() const {
                                 pipeline::schedule_kind_name(schedule), micro_batches,
                                 micro_batches == 1 ? "" : "es", micro_batch_rows);
   if (chunks > 1) out += fmt::format(", {} chunks", chunks);
+  if (lead > 0) out += fmt::format(", lead {}", lead);
   if (fsdp)
     out += gather_group > 0 ? fmt::format(", fsdp (gather per {})", gather_group) : ", fsdp";
   if (wire_dtype) out += fmt::format(", {} wire", dtype_name(*wire_dtype));

@@ -39,8 +39,9 @@ struct Plan {
   int replicas = 1;
   pipeline::StageLayout layout;  // groups.size() * chunks stages -> model units
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::k1F1B;
-  int chunks = 1;                   // stages per position (interleaved-1f1b)
-  int micro_batches = 1;            // per replica and step
+  int chunks = 1;         // stages per position (interleaved-1f1b)
+  int lead = 0;           // 1f1b: micro-batches each position runs ahead of the next (generators.h)
+  int micro_batches = 1;  // per replica and step
   int64_t micro_batch_rows = 1;     // sequences per micro-batch
   bool fsdp = false;                // shard each unit's parameters over its group
   int gather_group = 0;             // FSDP: gather once per this many micro-batches (0: per step)

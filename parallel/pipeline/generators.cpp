@@ -31,12 +31,13 @@ Schedule gpipe(int ranks, int microbatches) {
   return s;
 }
 
-Schedule one_f_one_b(int ranks, int microbatches) {
+Schedule one_f_one_b(int ranks, int microbatches, int lead) {
   check_sizes("1f1b", ranks, microbatches);
+  H2_CHECK(lead >= 0, "1f1b: lead = {} must not be negative", lead);
   Schedule s = Schedule::with_shape(ranks, ranks, microbatches);
   for (int r = 0; r < ranks; ++r) {
     auto& list = s.per_rank[static_cast<size_t>(r)];
-    const int warmup = std::min(ranks - r - 1, microbatches);
+    const int warmup = int(std::min<int64_t>(int64_t(ranks - r - 1) * (1 + lead), microbatches));
     for (int mb = 0; mb < warmup; ++mb) push(list, ActionKind::F, r, mb);
     for (int i = 0; i + warmup < microbatches; ++i) {
       push(list, ActionKind::F, r, warmup + i);
@@ -125,7 +126,10 @@ std::optional<ScheduleKind> parse_schedule_kind(std::string_view name) {
   return std::nullopt;
 }
 
-Schedule generate(ScheduleKind kind, int ranks, int microbatches, int chunks) {
+Schedule generate(ScheduleKind kind, int ranks, int microbatches, int chunks, int lead) {
+  H2_CHECK(lead == 0 || kind == ScheduleKind::k1F1B,
+           "schedule {} has no lead (only 1f1b runs ranks ahead), got lead = {}",
+           schedule_kind_name(kind), lead);
   if (kind == ScheduleKind::kInterleaved1F1B) return interleaved_1f1b(ranks, chunks, microbatches);
   H2_CHECK(chunks == 1, "schedule {} runs one chunk per rank, got chunks = {}",
            schedule_kind_name(kind), chunks);
@@ -133,7 +137,7 @@ Schedule generate(ScheduleKind kind, int ranks, int microbatches, int chunks) {
     case ScheduleKind::kGPipe:
       return gpipe(ranks, microbatches);
     case ScheduleKind::k1F1B:
-      return one_f_one_b(ranks, microbatches);
+      return one_f_one_b(ranks, microbatches, lead);
     case ScheduleKind::kZBH1:
       return zb_h1(ranks, microbatches);
     case ScheduleKind::kInterleaved1F1B:

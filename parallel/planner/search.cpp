@@ -45,6 +45,7 @@ struct Outer {
   int64_t rows = 1;
   ScheduleKind schedule = ScheduleKind::k1F1B;
   int chunks = 1;
+  int lead = 0;
   bool fsdp = false;
   bool recompute = false;
   std::optional<DType> wire;
@@ -75,6 +76,7 @@ Plan make_plan(const Outer& o, const Cluster& cluster, const ModelShape& model,
   plan.layout = pipeline::StageLayout::from_block_counts(blocks, int(model.n_layers));
   plan.schedule = o.schedule;
   plan.chunks = o.chunks;
+  plan.lead = o.lead;
   plan.micro_batch_rows = o.rows;
   plan.fsdp = o.fsdp;
   plan.recompute = o.recompute;
@@ -281,21 +283,22 @@ std::vector<Class> classes(const Cluster& cluster, const CostInputs& in, const S
 }
 
 // Per worker, what depends on a plan's shape alone (schedule, positions, micro-batches, chunks,
-// FSDP) and not on its split or chips: the lowered schedule the cost model replays and what each
-// position holds at its compute actions (memory_model.h).
+// lead, FSDP) and not on its split or chips: the lowered schedule the cost model replays and what
+// each position holds at its compute actions (memory_model.h).
 class ShapeCache {
  public:
   struct Shape {
     pipeline::Schedule lowered;
     std::vector<HeldCounts> held;
   };
-  const Shape& of(ScheduleKind schedule, int positions, int64_t micro, int chunks, bool fsdp) {
-    const auto key = std::make_tuple(int(schedule), positions, micro, chunks, fsdp);
+  const Shape& of(ScheduleKind schedule, int positions, int64_t micro, int chunks, int lead,
+                  bool fsdp) {
+    const auto key = std::make_tuple(int(schedule), positions, micro, chunks, lead, fsdp);
     auto it = shapes_.find(key);
     if (it != shapes_.end()) return it->second;
     Plan plan;
     plan.group_sizes.assign(size_t(positions), 1);
-    plan.schedule = schedule, plan.chunks = chunks, plan.fsdp = fsdp;
+    plan.schedule = schedule, plan.chunks = chunks, plan.lead = lead, plan.fsdp = fsdp;
     plan.micro_batches = int(micro);
     Shape shape{.lowered = plan.lowered_schedule()};
     for (const auto& list : shape.lowered.per_rank) shape.held.push_back(HeldCounts::of(list));
@@ -303,7 +306,7 @@ class ShapeCache {
   }
 
  private:
-  std::map<std::tuple<int, int, int64_t, int, bool>, Shape> shapes_;
+  std::map<std::tuple<int, int, int64_t, int, int, bool>, Shape> shapes_;
 };
 
 // What expanding classes found: fitting and too-large candidates and the counts.
@@ -316,8 +319,31 @@ struct Found {
 // are exact), larger ones by the surrogate's dynamic program.
 constexpr int64_t kExhaustiveSplits = 16;
 
-// Every member of class `k`: each order of its types, schedule, FSDP, wire and (where memory
-// needs it) recomputation, with its best layer split.
+// The schedules a class's members try on P positions: each of the space's, 1f1b with each lead
+// that changes its warm-up (one position has nothing to run ahead of; a lead whose warm-up
+// already covers every micro-batch repeats the previous one).
+std::vector<std::pair<ScheduleKind, int>> schedule_choices(const SearchSpace& space, int P,
+                                                           int64_t micro) {
+  std::vector<std::pair<ScheduleKind, int>> out;
+  for (ScheduleKind schedule : space.schedules) {
+    if (P == 1 && schedule != ScheduleKind::k1F1B) continue;
+    if (schedule != ScheduleKind::k1F1B || P == 1) {
+      out.emplace_back(schedule, 0);
+      continue;
+    }
+    int64_t previous = -1;
+    for (int lead : space.leads) {
+      const int64_t warmup = std::min<int64_t>(int64_t(P - 1) * (1 + lead), micro);
+      if (warmup == previous) continue;
+      previous = warmup;
+      out.emplace_back(schedule, lead);
+    }
+  }
+  return out;
+}
+
+// Every member of class `k`: each order of its types, schedule (1f1b with each lead), FSDP, wire
+// and (where memory needs it) recomputation, with its best layer split.
 // Members whose busiest position alone (its compute and staging per micro-batch, m times)
 // exceeds `threshold` are not costed.
 void expand(const Class& k, const Cluster& cluster, const CostInputs& in, const SearchSpace& space,
@@ -335,21 +361,22 @@ void expand(const Class& k, const Cluster& cluster, const CostInputs& in, const 
       for (int p = 0; p < k.positions[i]; ++p)
         o.layout.positions.push_back({k.types[i], k.groups[i]});
     const int P = int(o.layout.positions.size());
-    for (ScheduleKind schedule : space.schedules) {
-      if (P == 1 && schedule != ScheduleKind::k1F1B) continue;
+    for (const auto& [schedule, lead] : schedule_choices(space, P, micro)) {
       const bool interleaved = schedule == ScheduleKind::kInterleaved1F1B;
       if (interleaved && (micro % P != 0 || L % (2 * P) != 0)) continue;
       for (bool fsdp : {false, true}) {
         if (fsdp && (!space.fsdp || !grouped)) continue;
         for (const std::optional<DType>& wire : space.wires) {
           if (wire && (P == 1 || *wire == in.dtype)) continue;
-          o.schedule = schedule, o.chunks = interleaved ? 2 : 1, o.fsdp = fsdp, o.wire = wire;
+          o.schedule = schedule, o.chunks = interleaved ? 2 : 1, o.lead = lead;
+          o.fsdp = fsdp, o.wire = wire;
           ++found.outers;
           bool fitted = false, bounded = false;
           for (bool recompute : {false, true}) {
             if (recompute && !space.recompute) break;
             o.recompute = recompute;
-            const ShapeCache::Shape& shape = cache.of(o.schedule, P, micro, o.chunks, o.fsdp);
+            const ShapeCache::Shape& shape =
+                cache.of(o.schedule, P, micro, o.chunks, o.lead, o.fsdp);
             const Costs c = position_costs(o, micro, shape.held, cluster, in);
             std::vector<std::vector<int>> splits;
             if (o.chunks > 1) {

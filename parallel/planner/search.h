@@ -38,6 +38,9 @@ struct SearchSpace {
       pipeline::ScheduleKind::k1F1B, pipeline::ScheduleKind::kZBH1, pipeline::ScheduleKind::kGPipe,
       pipeline::ScheduleKind::kInterleaved1F1B};
   std::vector<std::optional<DType>> wires = {std::nullopt, DType::bf16};
+  // 1f1b with several positions: micro-batches each runs ahead of the next (Plan::lead), to hide
+  // slow links' round trips behind compute at the cost of stashed activations.
+  std::vector<int> leads = {0, 1, 2};
   bool fsdp = true;                  // try FSDP inside groups of several chips
   bool recompute = true;             // try recomputation where a plan does not fit without it
   int64_t max_micro_batch_rows = 0;  // 0: global_rows

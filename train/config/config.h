@@ -103,6 +103,7 @@ struct ParallelConfig {
   double bucket_mb = 25;                        // gradient all-reduce bucket size in MiB (dp)
   ScheduleKind schedule = ScheduleKind::k1F1B;  // pipeline: gpipe, 1f1b, interleaved-1f1b, zb-h1
   int64_t chunks = 1;        // pipeline: model chunks (stages) per rank, interleaved-1f1b
+  int64_t lead = 0;          // pipeline, 1f1b: micro-batches each group runs ahead of the next
   std::string stage_layers;  // pipeline: blocks per stage, "3,1"; empty: as even as possible
   // pipeline: ranks per stage group, "2,1" (HeteroPP: a group splits each micro-batch's rows);
   // empty: one rank per group.

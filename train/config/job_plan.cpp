@@ -69,6 +69,7 @@ parallel::Plan plan_from_config(const TrainConfig& c, int world_size) {
   plan.replicas = p.mode == ParallelMode::dp ? world_size : pipeline ? int(p.replicas) : 1;
   plan.schedule = pipeline ? p.schedule : ScheduleKind::k1F1B;
   plan.chunks = pipeline ? int(p.chunks) : 1;
+  plan.lead = pipeline ? int(p.lead) : 0;
   const int stages = plan.positions() * plan.chunks;
   const int layers = int(c.model.n_layers);
   if (!pipeline || p.stage_layers.empty()) {

@@ -138,6 +138,10 @@ const KeyInfo kKeys[] = {
      "gpipe|1f1b|interleaved-1f1b|zb-h1"},
     {"parallel.chunks", KT::integer, &field<&TC::parallel, &PC::chunks>,
      "pipeline: stages per rank (interleaved-1f1b; 1 otherwise)", at_least(1)},
+    {"parallel.lead", KT::integer, &field<&TC::parallel, &PC::lead>,
+     "pipeline, 1f1b: micro-batches each group runs ahead of the next, so that a slow link's "
+     "round trip overlaps compute (more stashed activations)",
+     at_least(0)},
     {"parallel.stage_layers", KT::string, &field<&TC::parallel, &PC::stage_layers>,
      "pipeline: transformer blocks per stage, comma-separated (\"3,1\"); empty: even split"},
     {"parallel.stage_ranks", KT::string, &field<&TC::parallel, &PC::stage_ranks>,

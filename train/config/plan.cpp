@@ -41,6 +41,7 @@ constexpr std::pair<const char*, const char*> kSettings[] = {
     {"micro_batches", "train.grad_accum"},
     {"schedule", "parallel.schedule"},
     {"chunks", "parallel.chunks"},
+    {"lead", "parallel.lead"},
     {"fsdp", "parallel.fsdp"},
     {"gather_group", "parallel.gather_group"},
     {"recompute", "parallel.recompute"},
@@ -107,7 +108,8 @@ Plan parse_plan(const std::string& text, const std::string& path) {
     if (config_key == nullptr || !entry.second.IsScalar())
       H2_THROW(ConfigError,
                "{}: unknown plan key '{}' (stages, predicted, replicas, micro_batch_rows, "
-               "micro_batches, schedule, chunks, fsdp, gather_group, recompute, wire_dtype)",
+               "micro_batches, schedule, chunks, lead, fsdp, gather_group, recompute, "
+               "wire_dtype)",
                at(path, entry.first), key);
     plan.settings.push_back({config_key, entry.second.Scalar(), at(path, entry.second)});
   }
@@ -219,6 +221,7 @@ std::string plan_file_text(const parallel::Plan& plan, const std::vector<std::st
   out += fmt::format("schedule: {}\nchunks: {}\nfsdp: {}\n",
                      parallel::pipeline::schedule_kind_name(plan.schedule), plan.chunks,
                      plan.fsdp ? "true" : "false");
+  if (plan.lead > 0) out += fmt::format("lead: {}\n", plan.lead);
   if (plan.fsdp) out += fmt::format("gather_group: {}\n", plan.gather_group);
   out += fmt::format("recompute: {}\nwire_dtype: {}\n", plan.recompute ? "true" : "false",
                      plan.wire_dtype ? std::string(dtype_name(*plan.wire_dtype)) : "auto");

@@ -50,6 +50,28 @@ TEST(PipelineGenerators, OneFOneBWarmUpIsPMinusRMinusOne) {
   }
 }
 
+// A lead of k: rank r warms up with (p - r - 1)(1 + k) forwards (at most m), stays valid, and
+// holds one stash more than its warm-up at most (SCHEDULES.md's 1F1B invariant, shifted).
+TEST(PipelineGenerators, OneFOneBLeadRunsEachRankFurtherAhead) {
+  for (auto [p, m] : shapes())
+    for (int lead : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << "p = " << p << ", m = " << m << ", lead " << lead);
+      const Schedule s = one_f_one_b(p, m, lead);
+      EXPECT_TRUE(is_valid(s));
+      for (int r = 0; r < p; ++r) {
+        const int warmup = std::min((p - r - 1) * (1 + lead), m);
+        EXPECT_TRUE(has_warmup(s.per_rank[size_t(r)], warmup)) << "rank " << r;
+        EXPECT_EQ(forwards_before_first_backward(s.per_rank[size_t(r)]), std::min(warmup + 1, m))
+            << "rank " << r;
+      }
+      EXPECT_EQ(count(s, ActionKind::B), p * m);
+    }
+  EXPECT_EQ(one_f_one_b(3, 6, 0), one_f_one_b(3, 6));
+  EXPECT_EQ(generate(ScheduleKind::k1F1B, 3, 6, 1, 2), one_f_one_b(3, 6, 2));
+  EXPECT_THROW(one_f_one_b(2, 4, -1), Error);
+  EXPECT_THROW(generate(ScheduleKind::kZBH1, 2, 4, 1, 1), Error);  // only 1F1B runs ahead
+}
+
 TEST(PipelineGenerators, OneFOneBAlternatesAfterWarmUp) {
   const Schedule s = one_f_one_b(4, 8);
   // Rank 1: warm-up F0 F1, then (F2 B0) (F3 B1) ... (F7 B5), then B6 B7.

@@ -148,6 +148,32 @@ TEST(PipelineSimulator, TransferCostsDelayTheConsumer) {
   EXPECT_DOUBLE_EQ(simulate(s, Durations(2)).makespan, 6);
 }
 
+// Two ranks, F = 1, B = 2, every activation and gradient flying T between them (no host cost).
+// In the steady state a loop runs through both ranks: rank 1's B(i-1), its gradient (T), rank 0's
+// B(i-1) and F(i+1 + k) (3), the activation (T), rank 1's F(i+1 + k). Rank 0 runs 1 + k
+// micro-batches ahead (warm-up 1 + k with a lead of k), so the loop spans 2 + k of rank 1's
+// periods P, which also need F + B each: P = max(F + B, (2 (F + B) + 2T) / (2 + k)). Plain 1F1B
+// (k = 0) pays T per micro-batch; a lead of 1 is compute-bound while T <= 1.5, a lead of 2 while
+// T <= 3. Measured as the slope of the makespan in m, which the fill and drain do not change.
+TEST(PipelineSimulator, ALeadHidesTheRoundTripOfASlowLink) {
+  auto makespan = [](int lead, int m, double T) {
+    Durations d(2);
+    d.set(ActionKind::F, 1).set(ActionKind::B, 2);
+    d.set_flight(1, ActionKind::RECV_F, T).set_flight(0, ActionKind::RECV_B, T);
+    return simulate(add_send_recv(one_f_one_b(2, m, lead)), d).makespan;
+  };
+  for (double T : {0.25, 0.75, 1.5, 3.0}) {
+    SCOPED_TRACE(testing::Message() << "T = " << T);
+    for (int k : {0, 1, 2}) {
+      const double period = std::max(3.0, (6 + 2 * T) / (2 + k));
+      EXPECT_NEAR((makespan(k, 24, T) - makespan(k, 12, T)) / 12, period, kEps) << "lead " << k;
+    }
+    EXPECT_LT(makespan(1, 8, T), makespan(0, 8, T));
+  }
+  // Free transfers: a lead only delays the first backward; both take the compute-only time.
+  EXPECT_NEAR(makespan(1, 8, 0), makespan(0, 8, 0), kEps);
+}
+
 TEST(PipelineSimulator, PerStageDurations) {
   // GPipe p = 2, m = 2, stage 1 twice as slow: rank 1 F [1,3] [3,5], B [5,9] [9,13]; rank 0 B
   // [9,11] [13,15].

@@ -7,11 +7,12 @@
 // micro-batch rows a multiple of every group size, dividing the rows per replica, at most
 // max_micro_batch_rows, with micro-batches per replica m >= P and rows per rank within each
 // used type's largest profiled size (never extrapolated); every schedule (one position:
-// 1F1B only; interleaved-1F1B with 2 chunks of L / 2P blocks only when m % P == 0 and
-// L % 2P == 0); FSDP where a group has several chips; each wire dtype except one equal to the
-// compute dtype (and none on one position); recomputation only where no split fits without it.
-// Each such outer configuration is priced over every layer split (each position 1.. blocks)
-// with estimate() (cost_model.h), keeping the fastest split that fits.
+// 1F1B only; on several, 1F1B with each of the space's leads whose warm-up (P - 1)(1 + lead),
+// at most m, differs from the previous lead's; interleaved-1F1B with 2 chunks of L / 2P blocks only
+// when m % P == 0 and L % 2P == 0); FSDP where a group has several chips; each wire dtype except
+// one equal to the compute dtype (and none on one position); recomputation only where no split fits
+// without it. Each such outer configuration is priced over every layer split (each position 1..
+// blocks) with estimate() (cost_model.h), keeping the fastest split that fits.
 //
 // A plan fits when estimate() says so (every peak within the chip's usable memory,
 // memory_model.h). Classes (chip set, groups, replicas, rows) are ruled out by memory as the
@@ -119,6 +120,7 @@ inline Job random_job(std::mt19937& rng, const JobKind& kind) {
   job.space.global_rows = rows[rng() % 5 + (tight ? 2 : 0)];
   if (rng() % 4 == 0) job.space.max_stages = 1 + int(rng() % 3);
   if (rng() % 4 == 0) job.space.max_micro_batch_rows = 1 + int64_t(rng() % 4);
+  if (rng() % 4 == 0) job.space.leads = {int(rng() % 3)};
   if (rng() % 3 == 0) job.space.wires = {std::nullopt, DType::f32, DType::bf16, DType::f8e4m3};
   if (rng() % 5 == 0) job.space.fsdp = false;
   if (rng() % 5 == 0) job.space.recompute = false;
@@ -205,7 +207,8 @@ struct Result {
 };
 
 inline Outer cost_outer(const Job& job, const std::vector<Position>& pos, int replicas,
-                        int64_t rows, ScheduleKind schedule, bool fsdp, std::optional<DType> wire) {
+                        int64_t rows, ScheduleKind schedule, int lead, bool fsdp,
+                        std::optional<DType> wire) {
   const int P = int(pos.size()), L = int(job.m.n_layers);
   Outer out;
   out.interleaved = schedule == ScheduleKind::kInterleaved1F1B;
@@ -222,7 +225,7 @@ inline Outer cost_outer(const Job& job, const std::vector<Position>& pos, int re
       plan.devices = devices(job.cluster, pos, replicas);
       plan.replicas = replicas;
       plan.layout = pipeline::StageLayout::from_block_counts(blocks, L);
-      plan.schedule = schedule, plan.chunks = out.interleaved ? 2 : 1;
+      plan.schedule = schedule, plan.chunks = out.interleaved ? 2 : 1, plan.lead = lead;
       plan.micro_batches = int(job.space.global_rows / replicas / rows);
       plan.micro_batch_rows = rows;
       plan.fsdp = fsdp, plan.recompute = recompute, plan.wire_dtype = wire;
@@ -307,12 +310,23 @@ inline Result brute_force(const Job& job) {
               if (P == 1 && s != ScheduleKind::k1F1B) continue;
               if (s == ScheduleKind::kInterleaved1F1B && (micro % P != 0 || L % (2 * P) != 0))
                 continue;
-              for (bool fsdp : {false, true}) {
-                if (fsdp && (!space.fsdp || !grouped)) continue;
-                for (std::optional<DType> wire : space.wires)
-                  if (!wire || (P > 1 && *wire != DType::f32))
-                    k.outers.push_back(cost_outer(job, pos, R, rows, s, fsdp, wire));
+              std::vector<int> leads = {0};
+              if (s == ScheduleKind::k1F1B && P > 1) {
+                leads.clear();
+                for (int lead : space.leads) {
+                  const auto warmup = [&](int l) {
+                    return std::min<int64_t>((P - 1) * (1 + l), micro);
+                  };
+                  if (leads.empty() || warmup(lead) != warmup(leads.back())) leads.push_back(lead);
+                }
               }
+              for (int lead : leads)
+                for (bool fsdp : {false, true}) {
+                  if (fsdp && (!space.fsdp || !grouped)) continue;
+                  for (std::optional<DType> wire : space.wires)
+                    if (!wire || (P > 1 && *wire != DType::f32))
+                      k.outers.push_back(cost_outer(job, pos, R, rows, s, lead, fsdp, wire));
+                }
             }
           } while (std::next_permutation(order.begin(), order.end()));
           res.classes.push_back(std::move(k));

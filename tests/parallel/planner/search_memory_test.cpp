@@ -129,8 +129,9 @@ TEST(SearchMemory, TheInnerLevelCountsTheHeadAfterItsBlocks) {
   // the head holding every block's stash; the backward starts at the head holding all of them). (2,
   // 1) fits without recomputation, so the search must return it (recomputation only where nothing
   // fits without it) and not (1, 2) with recomputation, slower: 0.5 + 1 + 2.2 = 3.7 and 0.03 + 2
-  // x 2.2 = 4.43 per micro-batch against 3.9 and 1.23.
+  // x 2.2 = 4.43 per micro-batch against 3.9 and 1.23. (Plain 1F1B only: a lead holds more.)
   Job job = two_chips(0);
+  job.space.leads = {0};
   Plan plan;
   plan.group_sizes = {1, 1}, plan.devices = {"vchip:0", "vchip:1"};
   plan.micro_batches = 4;
@@ -158,6 +159,7 @@ TEST(SearchMemory, MemoryPrunedCountsConfigurationsMemoryRuledOut) {
   job.m = model(6);
   job.space.schedules = {ScheduleKind::k1F1B, ScheduleKind::kGPipe, ScheduleKind::kZBH1,
                          ScheduleKind::kInterleaved1F1B};
+  job.space.leads = {0};  // the counts below are of 1F1B without a lead
   // With memory to spare nothing is ruled out by memory, whatever else the space lacks
   // (interleaving 2 positions needs the layers in 2 x 2 equal chunks; 6 do not divide by 4).
   const SearchResult ample = search(job.cluster, job.inputs(), job.space);

@@ -58,6 +58,7 @@ parallel:
   bucket_mb: 4.5
   schedule: interleaved-1f1b
   chunks: 2
+  lead: 1
   stage_layers: "3,3"
   stage_ranks: "2,1"
   fsdp: true
@@ -129,6 +130,7 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_DOUBLE_EQ(c.parallel.bucket_mb, 4.5);
   EXPECT_EQ(c.parallel.schedule, ScheduleKind::kInterleaved1F1B);
   EXPECT_EQ(c.parallel.chunks, 2);
+  EXPECT_EQ(c.parallel.lead, 1);
   EXPECT_EQ(c.parallel.stage_layers, "3,3");
   EXPECT_EQ(c.parallel.stage_ranks, "2,1");
   EXPECT_TRUE(c.parallel.fsdp);

@@ -7,7 +7,8 @@
 // split each micro-batch's rows and re-split them between groups, FSDP inside the groups
 // (PP=2 x FSDP=2, with ZeroPP gathering per 2 micro-batches, and a (2, 1) plan), and replicas of
 // a pipeline (PP=2 x DP=2, a (2, 1) ZB-H1 pipeline x DP=2, FSDP=2 x DP=2), each replica taking
-// half of the step's micro-batches.
+// half of the step's micro-batches; and 1F1B with a lead (PP=4, each stage 2 micro-batches
+// further ahead).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,6 +42,7 @@ struct PipelineCase {
   bool fsdp = false;
   int gather_group = 0;  // ZeroPP
   int replicas = 1;      // data-parallel copies of the pipeline, each grad_accum / replicas
+  int lead = 0;          // 1f1b: micro-batches each stage runs ahead of the next
 };
 
 void PrintTo(const PipelineCase& c, std::ostream* os) {
@@ -73,6 +75,7 @@ std::pair<std::string, std::string> train_both(const PipelineCase& c, const fs::
   pp.parallel.fsdp = c.fsdp;
   pp.parallel.gather_group = c.gather_group;
   pp.parallel.replicas = c.replicas;
+  pp.parallel.lead = c.lead;
   pp.train.grad_accum = base.train.grad_accum / c.replicas;
   pp.log.metrics_file = (dir / "pp.jsonl").string();
   pp.checkpoint.dir = (dir / "pp").string();
@@ -106,22 +109,23 @@ TEST_P(Pipeline, MatchesOneProcessAccumulatingTheSameMicroBatches) {
 
 INSTANTIATE_TEST_SUITE_P(
     Schedules, Pipeline,
-    ::testing::Values(PipelineCase{"pp2_gpipe", 2, "gpipe"}, PipelineCase{"pp2_1f1b", 2, "1f1b"},
-                      PipelineCase{"pp2_zbh1", 2, "zb-h1"}, PipelineCase{"pp4_1f1b", 4, "1f1b"},
-                      PipelineCase{"pp2_interleaved", 2, "interleaved-1f1b", 2},
-                      PipelineCase{"pp2_uneven", 2, "1f1b", 1, 4, "3,1"},
-                      PipelineCase{"pp2_tied", 2, "1f1b", 1, 4, "", true},
-                      PipelineCase{"hetero_2_1", 3, "1f1b", 1, 4, "3,1", false, "2,1"},
-                      PipelineCase{"hetero_1_2", 3, "gpipe", 1, 4, "1,3", false, "1,2"},
-                      PipelineCase{"hetero_2_1_1", 4, "1f1b", 1, 4, "2,1,1", false, "2,1,1"},
-                      PipelineCase{"pp2_fsdp2", 4, "1f1b", 1, 4, "", false, "2,2", true},
-                      PipelineCase{"pp2_fsdp2_zeropp", 4, "1f1b", 1, 4, "", false, "2,2", true, 2},
-                      PipelineCase{"pp2_fsdp2_zbh1", 4, "zb-h1", 1, 4, "", false, "2,2", true},
-                      PipelineCase{"hetero_fsdp_2_1", 3, "gpipe", 1, 4, "3,1", false, "2,1", true},
-                      PipelineCase{"pp2_x_dp2", 4, "1f1b", 1, 4, "", false, "", false, 0, 2},
-                      PipelineCase{"zbh1_hetero_x_dp2", 6, "zb-h1", 1, 4, "3,1", false, "2,1",
-                                   false, 0, 2},
-                      PipelineCase{"fsdp2_x_dp2", 4, "1f1b", 1, 4, "", false, "2", true, 0, 2}),
+    ::testing::Values(
+        PipelineCase{"pp2_gpipe", 2, "gpipe"}, PipelineCase{"pp2_1f1b", 2, "1f1b"},
+        PipelineCase{"pp2_zbh1", 2, "zb-h1"}, PipelineCase{"pp4_1f1b", 4, "1f1b"},
+        PipelineCase{"pp2_interleaved", 2, "interleaved-1f1b", 2},
+        PipelineCase{"pp2_uneven", 2, "1f1b", 1, 4, "3,1"},
+        PipelineCase{"pp2_tied", 2, "1f1b", 1, 4, "", true},
+        PipelineCase{"hetero_2_1", 3, "1f1b", 1, 4, "3,1", false, "2,1"},
+        PipelineCase{"hetero_1_2", 3, "gpipe", 1, 4, "1,3", false, "1,2"},
+        PipelineCase{"hetero_2_1_1", 4, "1f1b", 1, 4, "2,1,1", false, "2,1,1"},
+        PipelineCase{"pp2_fsdp2", 4, "1f1b", 1, 4, "", false, "2,2", true},
+        PipelineCase{"pp2_fsdp2_zeropp", 4, "1f1b", 1, 4, "", false, "2,2", true, 2},
+        PipelineCase{"pp2_fsdp2_zbh1", 4, "zb-h1", 1, 4, "", false, "2,2", true},
+        PipelineCase{"hetero_fsdp_2_1", 3, "gpipe", 1, 4, "3,1", false, "2,1", true},
+        PipelineCase{"pp2_x_dp2", 4, "1f1b", 1, 4, "", false, "", false, 0, 2},
+        PipelineCase{"zbh1_hetero_x_dp2", 6, "zb-h1", 1, 4, "3,1", false, "2,1", false, 0, 2},
+        PipelineCase{"fsdp2_x_dp2", 4, "1f1b", 1, 4, "", false, "2", true, 0, 2},
+        PipelineCase{"pp4_1f1b_lead2", 4, "1f1b", 1, 4, "", false, "", false, 0, 1, 2}),
     [](const auto& info) { return info.param.name; });
 
 // Checkpoints cross layouts: one process writes step 2, PP=2 x FSDP=2 resumes it (each rank
