@@ -36,6 +36,9 @@ constexpr EnvKnob kKnobs[] = {
     {"H2_COMM_RING_THRESHOLD", "262144",
      "bytes from which all-reduce uses the bandwidth-optimal ring instead of recursive doubling"},
     {"H2_COMM_SEGMENT", "1048576", "bytes per pipelined segment of ring collectives"},
+    {"H2_COMM_SHM", "1",
+     "1: groups whose ranks share one host run small all-reduces (up to 4 KiB) and barriers "
+     "through shared memory; 0: through the transport like larger ones"},
     {"H2_RANK", "", "this process's rank (set by h2run)"},
     {"H2_WORLD_SIZE", "", "number of ranks in the job (set by h2run)"},
     {"H2_LOCAL_RANK", "", "rank among the processes of this node (set by h2run)"},

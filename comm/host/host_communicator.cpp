@@ -16,6 +16,7 @@
 #include "comm/algorithms/small_collectives.h"
 #include "comm/collective_checks.h"
 #include "comm/comm_error.h"
+#include "comm/host/shm_path.h"
 #include "comm/host/staging.h"
 #include "comm/timeouts.h"
 #include "core/env.h"
@@ -140,6 +141,9 @@ HostCommunicator::HostCommunicator(std::unique_ptr<Transport> transport, Transpo
     for (int r = 0; r < transport_->size(); ++r) members_.push_back(r);
   H2_CHECK(int(members_.size()) == transport_->size(), "{} members for a group of {}",
            members_.size(), transport_->size());
+  if (SharedSlots* slots = transport_->shared_slots())
+    shm_ = std::make_unique<ShmPath>(*slots, *transport_, options_.timeout,
+                                     options_.spins_before_yield);
 }
 
 HostCommunicator::~HostCommunicator() = default;
@@ -152,10 +156,24 @@ void HostCommunicator::check_usable() const {
 
 void HostCommunicator::run(const Signature& signature, const std::function<void(Exchange&)>& body) {
   check_usable();
-  Exchange exchange(*transport_, signature, sequence_++, options_.timeout,
-                    options_.spins_before_yield);
   try {
-    body(exchange);
+    if (shm_) shm_->announce(signature);
+    {
+      Exchange exchange(*transport_, signature, sequence_++, options_.timeout,
+                        options_.spins_before_yield);
+      body(exchange);
+    }
+    if (shm_) shm_->complete();
+  } catch (const CommError& e) {
+    poisoned_ = e.what();
+    throw;
+  }
+}
+
+void HostCommunicator::run_shm(const std::function<void(ShmPath&)>& body) {
+  check_usable();
+  try {
+    body(*shm_);
   } catch (const CommError& e) {
     poisoned_ = e.what();
     throw;
@@ -172,6 +190,13 @@ void HostCommunicator::all_reduce(const Tensor& out, const Tensor& in, ReduceOp 
   if (!in_place) src = std::make_unique<HostView>(in, *transport_, HostView::read, stream);
   const std::byte* source = in_place ? dst.data() : src->data();
   const Signature signature{CollectiveKind::all_reduce, in.dtype(), op, in.numel()};
+  if (shm_ && ShmPath::takes_all_reduce(dst.bytes())) {
+    run_shm([&](ShmPath& shm) {
+      shm.all_reduce(dst.data(), source, in.numel(), in.dtype(), op, signature);
+    });
+    dst.finish();
+    return;
+  }
   run(signature, [&](Exchange& ex) {
     if (dst.bytes() >= options_.ring_threshold_bytes)
       ring_all_reduce(ex, dst.data(), source, in.numel(), in.dtype(), op,
@@ -274,8 +299,12 @@ void HostCommunicator::all_to_all_v(const Tensor& out, std::span<const int64_t> 
 }
 
 void HostCommunicator::barrier() {
-  run(Signature{CollectiveKind::barrier, DType::u8, ReduceOp::sum, 0},
-      [](Exchange& ex) { dissemination_barrier(ex); });
+  const Signature signature{CollectiveKind::barrier, DType::u8, ReduceOp::sum, 0};
+  if (shm_) {
+    run_shm([&](ShmPath& shm) { shm.barrier(signature); });
+    return;
+  }
+  run(signature, [](Exchange& ex) { dissemination_barrier(ex); });
 }
 
 std::unique_ptr<Communicator> HostCommunicator::split(int color, int key) {

@@ -1,6 +1,8 @@
 // HostCommunicator: every collective built from tagged sends and receives on a Transport (UCX
 // here), with the algorithm chosen by message size: recursive doubling below
 // H2_COMM_RING_THRESHOLD bytes, pipelined rings above; binomial-tree or chain broadcast likewise.
+// Where the transport offers shared memory (every rank on this host, H2_COMM_SHM), all-reduces of
+// up to 4 KiB and barriers go through it instead (shm_path.h).
 // Tensors the transport cannot reach (device memory, non-contiguous views) are staged through
 // host memory. After a CommError the communicator refuses further calls: transfers of the failed
 // call may still be in flight.
@@ -18,6 +20,7 @@
 namespace h2::comm {
 
 class Exchange;
+class ShmPath;
 
 // Builds the transport of a new group (for split): `prefix` is unique to the group, `members` are
 // its ranks as ranks of the root communicator (the world), in the group's order, and this rank is
@@ -66,9 +69,11 @@ class HostCommunicator final : public Communicator {
   using Communicator::broadcast;
 
  private:
-  // Runs `body` as collective number sequence_++ with a fresh Exchange; a CommError poisons the
-  // communicator.
+  // Runs `body` as collective number sequence_++ with a fresh Exchange (announced to the shared
+  // slots first, where there are some); a CommError poisons the communicator.
   void run(const Signature& signature, const std::function<void(Exchange&)>& body);
+  // Runs a collective of the shared-memory path; a CommError poisons the communicator.
+  void run_shm(const std::function<void(ShmPath&)>& body);
   void check_usable() const;
 
   std::unique_ptr<Transport> transport_;
@@ -80,6 +85,7 @@ class HostCommunicator final : public Communicator {
   int splits_ = 0;
   std::string poisoned_;  // the first CommError's message
   std::vector<std::byte> scratch_;
+  std::unique_ptr<ShmPath> shm_;  // when the transport has shared slots
 };
 
 }  // namespace h2::comm

@@ -13,6 +13,8 @@
 
 namespace h2::comm {
 
+class SharedSlots;  // transports/shm/shared_slots.h
+
 using OpId = int64_t;
 
 // What a finished receive learned: the sender's full tag and the bytes that arrived.
@@ -58,6 +60,9 @@ class Transport {
   virtual std::optional<std::string> notice_from(int rank) const = 0;
   // Cancels every transfer in flight and waits (briefly) until none touches its buffer.
   virtual void cancel_all() = 0;
+  // Shared memory among the group's ranks when they all run on this host and the bytes they
+  // exchange cost nothing but the copy (not on emulated links); null otherwise.
+  virtual SharedSlots* shared_slots() { return nullptr; }
 };
 
 }  // namespace h2::comm

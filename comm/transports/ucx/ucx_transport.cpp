@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "comm/transports/ucx/ucx_check.h"
+#include "core/env.h"
 #include "core/log.h"
 
 namespace h2::comm {
@@ -81,6 +82,14 @@ std::unique_ptr<UcxTransport> UcxTransport::connect(std::shared_ptr<UcxContext> 
   std::unique_ptr<UcxTransport> transport(new UcxTransport(std::move(context), rank, size));
   transport->create_worker();
   transport->connect_peers(store, prefix, timeout);
+  bool one_host = size > 1;
+  for (int peer = 0; peer < size; ++peer)
+    one_host = one_host && (peer == rank || transport->local_pids_[size_t(peer)] != 0);
+  if (one_host && env_int("H2_COMM_SHM", 0, 1) == 1) {
+    const int first_pid = rank == 0 ? int(getpid()) : transport->local_pids_[0];
+    transport->slots_ =
+        SharedSlots::create(store, prefix, std::to_string(first_pid), rank, size, timeout);
+  }
   return transport;
 }
 

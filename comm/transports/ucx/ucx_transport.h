@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/store.h"
+#include "comm/transports/shm/shared_slots.h"
 #include "comm/transports/transport.h"
 #include "comm/transports/ucx/ucx_context.h"
 
@@ -43,6 +44,7 @@ class UcxTransport final : public Transport {
   void notify_abort(const std::string& reason, int blamed) override;
   std::optional<std::string> notice_from(int rank) const override;
   void cancel_all() override;
+  SharedSlots* shared_slots() override { return slots_.get(); }
 
  private:
   // One transfer in flight; UCX callbacks write into it through user_data.
@@ -94,6 +96,7 @@ class UcxTransport final : public Transport {
   std::vector<std::unique_ptr<Pending>> pending_;
   std::vector<OpId> free_ids_;
   std::optional<PeerFailure> failure_;
+  std::unique_ptr<SharedSlots> slots_;  // every rank on this host (H2_COMM_SHM)
 };
 
 }  // namespace h2::comm
