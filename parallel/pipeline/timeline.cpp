@@ -117,14 +117,19 @@ PipelineStepStats combine_step_stats(const std::vector<PipelineStepStats>& ranks
 
 std::string progress_fields(const PipelineStepStats& stats) {
   std::string out = fmt::format("bubble {:.1f}%", 100.0 * stats.bubble);
-  if (stats.peak_stash.empty()) return out;
-  out += " | stash ";
-  bool first = true;
-  for (const auto& [stage, peak] : stats.peak_stash) {
-    if (!first) out += '/';
-    out += std::to_string(peak);
-    first = false;
+  if (!stats.peak_stash.empty()) {
+    out += " | stash ";
+    bool first = true;
+    for (const auto& [stage, peak] : stats.peak_stash) {
+      if (!first) out += '/';
+      out += std::to_string(peak);
+      first = false;
+    }
   }
+  if (!stats.rank_exposed_comm_ms.empty())
+    out += fmt::format(
+        " | exposed comm {:.0f} ms",
+        *std::max_element(stats.rank_exposed_comm_ms.begin(), stats.rank_exposed_comm_ms.end()));
   return out;
 }
 

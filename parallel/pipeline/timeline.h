@@ -49,8 +49,11 @@ struct PipelineStepStats {
   std::map<int, int> peak_stash;     // stage -> peak stashed activations
   double busy_ms = 0;                // compute time (job: mean over ranks)
   std::vector<double> rank_busy_ms;  // job: each rank's compute time, in rank order
-  double wall_ms = 0;                // step time (job: earliest start to latest end)
-  double start_us = 0, end_us = 0;   // on the Timeline's clock (job: rank 0's)
+  // job: each rank's exposed communication (exposed_comm.h), in rank order; empty when the ranks'
+  // clocks were not aligned
+  std::vector<double> rank_exposed_comm_ms;
+  double wall_ms = 0;               // step time (job: earliest start to latest end)
+  double start_us = 0, end_us = 0;  // on the Timeline's clock (job: rank 0's)
 };
 
 struct TimelineOptions {
@@ -115,10 +118,12 @@ class Timeline final : public ActionObserver {
 // Throws h2::Error on an empty list.
 PipelineStepStats combine_step_stats(const std::vector<PipelineStepStats>& ranks);
 
-// "bubble 27.3% | stash 4/3/2/1" (stashes in stage order) for the progress line.
+// "bubble 27.3% | stash 4/3/2/1 | exposed comm 12 ms" (stashes in stage order; the most any rank
+// waited on its links) for the progress line.
 std::string progress_fields(const PipelineStepStats& stats);
 
-// Adds "bubble", "busy_ms", "wall_ms" and "peak_stash" ({"0": 4, "1": 3}: stage -> peak) to a
+// Adds "bubble", "busy_ms", "wall_ms", "peak_stash" ({"0": 4, "1": 3}: stage -> peak) and, per
+// rank, "busy_ms_per_rank" and "exposed_comm_ms_per_rank" to a
 // JSON object; written for nlohmann::json (any type with string-keyed operator[] and assignment
 // from numbers works), so that parallel/ needs no JSON library.
 template <class JsonObject>
@@ -127,6 +132,8 @@ void add_json_fields(const PipelineStepStats& stats, JsonObject& object) {
   object["busy_ms"] = stats.busy_ms;
   object["wall_ms"] = stats.wall_ms;
   if (!stats.rank_busy_ms.empty()) object["busy_ms_per_rank"] = stats.rank_busy_ms;
+  if (!stats.rank_exposed_comm_ms.empty())
+    object["exposed_comm_ms_per_rank"] = stats.rank_exposed_comm_ms;
   for (const auto& [stage, peak] : stats.peak_stash)
     object["peak_stash"][std::to_string(stage)] = peak;
 }

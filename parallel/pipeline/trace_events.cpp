@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "parallel/exact_gather.h"
+#include "parallel/pipeline/exposed_comm.h"
 
 namespace h2::parallel::pipeline {
 namespace {
@@ -88,16 +89,28 @@ void align_clocks(comm::Communicator& job, Device& host, Timeline& timeline, int
 }
 
 PipelineStepStats gather_step_stats(comm::Communicator& job, Device& host, const Timeline& mine) {
-  // [step, aligned, start, end, wall_ms, busy_ms, then stage and peak pairs]; empty: no step.
+  // [step, aligned, start, end, wall_ms, busy_ms, peaks P, P stage and peak pairs, then per event
+  // of the step kind, stage, micro-batch, peer, start, ready, end]; empty: no step.
+  constexpr size_t kFixed = 7, kPerEvent = 7;
   std::vector<double> mine_packed;
   if (const auto last = mine.last_step()) {
     const double offset = mine.clock_offset_us();
-    mine_packed = {double(last->step),      mine.aligned() ? 1.0 : 0.0,
-                   last->start_us + offset, last->end_us + offset,
-                   last->wall_ms,           last->busy_ms};
+    mine_packed = {double(last->step),
+                   mine.aligned() ? 1.0 : 0.0,
+                   last->start_us + offset,
+                   last->end_us + offset,
+                   last->wall_ms,
+                   last->busy_ms,
+                   double(last->peak_stash.size())};
     for (const auto& [stage, peak] : last->peak_stash) {
       mine_packed.push_back(stage);
       mine_packed.push_back(peak);
+    }
+    for (const TimelineEvent& e : mine.kept_steps().back().events) {
+      const Action& a = e.action;
+      mine_packed.insert(mine_packed.end(),
+                         {double(a.kind), double(a.stage), double(a.microbatch), double(a.peer),
+                          e.start_us + offset, e.ready_us + offset, e.end_us + offset});
     }
   }
   const auto all = gather_ragged(job, host, mine_packed);
@@ -109,18 +122,30 @@ PipelineStepStats gather_step_stats(comm::Communicator& job, Device& host, const
   const bool aligned =
       std::all_of(all.begin(), all.end(), [](const auto& packed) { return packed[1] != 0; });
   std::vector<PipelineStepStats> ranks;
-  for (const auto& packed : all) {
+  std::vector<std::vector<TimelineEvent>> events(all.size());
+  for (size_t k = 0; k < all.size(); ++k) {
+    const std::vector<double>& packed = all[k];
     PipelineStepStats r;
     r.step = int64_t(packed[0]);
     r.start_us = aligned ? packed[2] : 0.0;
     r.end_us = aligned ? packed[3] : packed[4] * 1000.0;
     r.wall_ms = packed[4];
     r.busy_ms = packed[5];
-    for (size_t i = 6; i + 1 < packed.size(); i += 2)
+    const size_t peaks_end = kFixed + 2 * size_t(packed[6]);
+    for (size_t i = kFixed; i + 1 < peaks_end; i += 2)
       r.peak_stash[int(packed[i])] = int(packed[i + 1]);
+    for (size_t i = peaks_end; i + kPerEvent <= packed.size(); i += kPerEvent)
+      events[k].push_back({.action = {ActionKind(int(packed[i])), int(packed[i + 1]),
+                                      int(packed[i + 2]), int(packed[i + 3])},
+                           .step = r.step,
+                           .start_us = packed[i + 4],
+                           .ready_us = packed[i + 5],
+                           .end_us = packed[i + 6]});
     ranks.push_back(std::move(r));
   }
-  return combine_step_stats(ranks);
+  PipelineStepStats job_stats = combine_step_stats(ranks);
+  if (aligned) job_stats.rank_exposed_comm_ms = exposed_comm_ms(events);
+  return job_stats;
 }
 
 std::string trace_events_fragment(const Timeline& timeline, int rank) {
