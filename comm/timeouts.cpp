@@ -25,8 +25,21 @@ int usable_cpu_count() {
   return sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
 }
 
+std::vector<int> usable_cpus() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {0};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  return cpus;
+}
+
+uint64_t spins_before_yield(int local_ranks, int node_cpus) {
+  return local_ranks > node_cpus ? 0 : 2000;
+}
+
 uint64_t spins_before_yield(int local_ranks) {
-  return local_ranks > usable_cpu_count() ? 0 : 2000;
+  return spins_before_yield(local_ranks, usable_cpu_count());
 }
 
 }  // namespace h2::comm

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "comm/store.h"
 
@@ -11,12 +12,17 @@ namespace h2::comm {
 // H2_COMM_TIMEOUT (seconds, may be fractional); ConfigError names a bad value.
 Millis comm_timeout();
 
-// CPUs this process may run on (its affinity mask; 1 when it cannot be read).
+// CPUs this process may run on (its affinity mask; 1 when it cannot be read), and which.
 int usable_cpu_count();
+std::vector<int> usable_cpus();
 
 // Polls of a transfer before its waiter yields the core between polls. Busy polling is the
 // fastest wait while every rank on the node has a core of its own; with more local ranks than
-// CPUs a spinning rank holds the core that the peer it waits for needs, so it yields at once.
+// the CPUs they may run on together (`node_cpus`: the union of their affinity masks) a spinning
+// rank holds the core that the peer it waits for needs, so it yields at once. The one-argument
+// form takes this process's mask for the node's, which is right unless a launcher bound each rank
+// to cores of its own (then World::join passes the union).
+uint64_t spins_before_yield(int local_ranks, int node_cpus);
 uint64_t spins_before_yield(int local_ranks);
 
 }  // namespace h2::comm

@@ -22,6 +22,7 @@ void ShmPath::fail(const std::string& message, int blamed) {
 template <class Ready>
 void ShmPath::spin_until(const Ready& ready, const Signature& signature, int peer,
                          const char* waiting) {
+  if (ready()) return;  // the common case: no clock read
   const auto deadline = Clock::now() + timeout_;
   for (uint64_t spins = 0; !ready(); ++spins) {
     if ((spins & 255) != 0) {
@@ -45,12 +46,14 @@ void ShmPath::spin_until(const Ready& ready, const Signature& signature, int pee
 
 void ShmPath::enter(const Signature& signature, const void* data, size_t bytes) {
   const uint64_t next = sequence_ + 1;
-  for (int peer = 0; peer < slots_.size(); ++peer) {
-    if (peer == slots_.rank()) continue;
-    // The page this collective writes was last read by collective next - 2.
-    spin_until([&] { return slots_.finished(peer) + 2 >= next; }, signature, peer,
-               "waiting to reuse a page read by");
-  }
+  // The page this collective writes was last read by collective next - 2; a peer seen entering
+  // next - 1 had finished it.
+  if (all_entered_ + 1 < next)
+    for (int peer = 0; peer < slots_.size(); ++peer) {
+      if (peer == slots_.rank()) continue;
+      spin_until([&] { return slots_.finished(peer) + 2 >= next; }, signature, peer,
+                 "waiting to reuse a page read by");
+    }
   sequence_ = next;
   slots_.enter(sequence_, {signature.pack(), signature.count}, data, bytes);
 }
@@ -63,7 +66,7 @@ void ShmPath::wait_for_peers(const Signature& signature) {
   const uint16_t mine = signature.pack();
   for (int peer = 0; peer < slots_.size(); ++peer) {
     if (peer == slots_.rank()) continue;
-    spin_until([&] { return slots_.entered(peer) >= sequence_; }, signature, peer, "waiting for");
+    spin_until([&] { return slots_.entered(peer, sequence_); }, signature, peer, "waiting for");
     const SharedSlots::Header theirs = slots_.header(peer, sequence_);
     if (theirs.signature != mine)
       fail(fmt::format("mismatched collectives: rank {} called {} where rank {} called {} (shared "
@@ -77,6 +80,7 @@ void ShmPath::wait_for_peers(const Signature& signature) {
                        peer, theirs.count, slots_.rank(), signature.count, signature.str()),
            -1);
   }
+  all_entered_ = sequence_;
 }
 
 void ShmPath::all_reduce(std::byte* out, const std::byte* in, int64_t count, DType dtype,

@@ -54,6 +54,8 @@ class ShmPath {
   Millis timeout_;
   uint64_t spins_before_yield_;
   uint64_t sequence_ = 0;  // the current collective's number (slots count from 1)
+  // The last collective every peer was seen to enter: each had finished the one before it.
+  uint64_t all_entered_ = 0;
 };
 
 }  // namespace h2::comm

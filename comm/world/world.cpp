@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "comm/bootstrap/store_client.h"
@@ -110,6 +112,28 @@ std::unique_ptr<Communicator> build_world_communicator(Store& store,
                                                     std::move(leaders));
 }
 
+// The CPUs the ranks on this node may run on together: the union of their affinity masks, each
+// published through the store. A launcher that binds every rank to a core of its own (mpirun's
+// default for a few ranks) leaves each rank one CPU, yet none shares it.
+int node_cpu_count(Store& store, const RankInfo& info, Millis timeout) {
+  const std::vector<int> mine = usable_cpus();
+  if (info.local_size <= 1) return int(mine.size());
+  auto key = [&](int local_rank) {
+    return fmt::format("world/cpus/node{}/{}", info.node_rank, local_rank);
+  };
+  store.set(key(info.local_rank), fmt::format("{}", fmt::join(mine, ",")));
+  std::set<int> all;
+  for (int r = 0; r < info.local_size; ++r) {
+    const std::string list = store.get(key(r), timeout);
+    for (size_t at = 0; at < list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      all.insert(std::stoi(list.substr(at, comma - at)));
+      at = comma + 1;
+    }
+  }
+  return int(all.size());
+}
+
 }  // namespace
 
 std::unique_ptr<Communicator> loopback_communicator() {
@@ -147,7 +171,8 @@ std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
   auto context = UcxContext::create({.eager = options.cluster != nullptr});
   TransportFactory factory = ucx_factory(context, info.store_host, port, info.token, timeout);
   HostCommOptions host_options = HostCommOptions::from_env();
-  host_options.spins_before_yield = spins_before_yield(info.local_size);
+  host_options.spins_before_yield =
+      spins_before_yield(info.local_size, node_cpu_count(*world->store_, info, timeout));
   std::unique_ptr<Transport> transport =
       UcxTransport::connect(context, *world->store_, "world", info.rank, info.size, timeout);
   if (options.cluster != nullptr) {

@@ -18,13 +18,13 @@ namespace h2::comm {
 
 struct SharedSlots::Slot {
   struct alignas(64) Page {
-    uint16_t signature;
+    uint64_t sequence;  // atomic through std::atomic_ref
     int64_t count;
-    alignas(64) std::byte data[kDataBytes];
+    uint16_t signature;
+    std::byte data[kDataBytes];  // from byte 24: its first 40 bytes share the sequence's line
   };
-  alignas(64) uint64_t entered;   // atomic through std::atomic_ref
-  alignas(64) uint64_t finished;  // atomic through std::atomic_ref
   Page page[2];
+  alignas(64) uint64_t finished;  // atomic through std::atomic_ref
 };
 
 namespace {
@@ -98,11 +98,12 @@ void SharedSlots::enter(uint64_t sequence, Header header, const void* data, size
   page.signature = header.signature;
   page.count = header.count;
   if (data != nullptr && bytes > 0) std::memcpy(page.data, data, bytes);
-  std::atomic_ref<uint64_t>(slot(rank_).entered).store(sequence, std::memory_order_release);
+  std::atomic_ref<uint64_t>(page.sequence).store(sequence, std::memory_order_release);
 }
 
-uint64_t SharedSlots::entered(int peer) const {
-  return std::atomic_ref<uint64_t>(slot(peer).entered).load(std::memory_order_acquire);
+bool SharedSlots::entered(int peer, uint64_t sequence) const {
+  return std::atomic_ref<uint64_t>(slot(peer).page[sequence % 2].sequence)
+             .load(std::memory_order_acquire) >= sequence;
 }
 
 SharedSlots::Header SharedSlots::header(int peer, uint64_t sequence) const {

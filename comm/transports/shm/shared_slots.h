@@ -1,19 +1,20 @@
 // SharedSlots: one shared-memory segment among the ranks of a group that all run on one host, for
 // collectives so small that a message's fixed cost is all they cost (all-reduce of a few KiB,
 // barrier). Each rank owns a slot; it publishes into its own and reads its peers' in place, with
-// no transfer. A slot, each part in its own cache lines:
+// no transfer. A slot:
 //
-//   entered    the number of the last collective the rank entered: every collective of the
-//              communicator announces itself, whatever path it takes, so that a peer running
-//              another collective is reported instead of waited on;
-//   finished   the number of the last collective the rank completed (its peers' data read);
-//   page[2]    for collectives of even and of odd number: the collective's signature (packed
-//              kind, dtype and op) and exact count, and a buffer of kDataBytes.
+//   page[2]    for collectives of even and of odd number: the number of the collective the page
+//              was last written for, its signature (packed kind, dtype and op) and exact count,
+//              and a buffer of kDataBytes, the first bytes of which share the number's cache line
+//              (a peer waiting for a small collective fetches one line);
+//   finished   the number of the last collective the rank completed (its peers' data read).
 //
-// Ordering: a rank writes page[k % 2] for collective k only once every peer has finished k - 2
-// (the last collective to read that page), and stores `entered = k` with release semantics after
-// the page; a reader that loaded `entered >= k` with acquire semantics may read page[k % 2] until
-// it finishes k itself (the owner cannot reach k + 2 before that). Numbers start at 1.
+// Every collective of the communicator enters its page, whatever path it takes, so that a peer
+// running another collective is reported instead of waited on. Ordering: a rank writes page[k % 2]
+// for collective k only once every peer has finished k - 2 (the last collective to read that
+// page), and stores the page's number k with release semantics after the rest of it; a reader
+// that loaded the number k with acquire semantics may read the page until it finishes k itself
+// (the owner cannot reach k + 2 before that). Numbers start at 1.
 //
 // Set-up goes through the rendezvous store: rank 0 creates and sizes the segment under a name
 // unique to the group, the others map it, and rank 0 unlinks the name once all have, so nothing
@@ -58,9 +59,9 @@ class SharedSlots {
   // Announces collective `sequence` (once every peer finished sequence - 2), first writing its
   // header and `bytes` (<= kDataBytes) of `data` (none when null) into this rank's page for it.
   void enter(uint64_t sequence, Header header, const void* data, size_t bytes);
-  // The last collective `peer` entered (acquire).
-  uint64_t entered(int peer) const;
-  // `peer`'s header and data of collective `sequence`, once entered(peer) >= sequence.
+  // Whether `peer` entered collective `sequence` (or a later one) (acquire).
+  bool entered(int peer, uint64_t sequence) const;
+  // `peer`'s header and data of collective `sequence`, once entered(peer, sequence).
   Header header(int peer, uint64_t sequence) const;
   const std::byte* data(int peer, uint64_t sequence) const;
   // This rank completed collective `sequence` (release).

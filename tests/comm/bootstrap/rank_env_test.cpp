@@ -346,6 +346,9 @@ TEST(SpinsBeforeYieldTest, YieldsAtOnceOnlyWhenLocalRanksOutnumberTheCpus) {
   EXPECT_GT(spins_before_yield(1), 0u);
   EXPECT_GT(spins_before_yield(cpus), 0u);
   EXPECT_EQ(spins_before_yield(cpus + 1), 0u);
+  // Ranks bound to a core each (one CPU in every mask) spin while the node's CPUs cover them.
+  EXPECT_GT(spins_before_yield(2, 2), 0u);
+  EXPECT_EQ(spins_before_yield(4, 2), 0u);
 }
 
 }  // namespace
