@@ -25,6 +25,10 @@ void ShmPath::spin_until(const Ready& ready, const Signature& signature, int pee
   if (ready()) return;  // the common case: no clock read
   const auto deadline = Clock::now() + timeout_;
   for (uint64_t spins = 0; !ready(); ++spins) {
+    // The transport keeps moving while this rank waits here (a peer may still be in an earlier
+    // collective that needs this rank's progress to finish: a rendezvous send over TCP), every
+    // 64th poll: a progress call costs several polls.
+    if ((spins & 63) == 63) transport_.progress();
     if ((spins & 255) != 0) {
       if (spins >= spins_before_yield_) sched_yield();
       continue;
