@@ -8,12 +8,14 @@
 // (PP=2 x FSDP=2, with ZeroPP gathering per 2 micro-batches, and a (2, 1) plan), and replicas of
 // a pipeline (PP=2 x DP=2, a (2, 1) ZB-H1 pipeline x DP=2, FSDP=2 x DP=2), each replica taking
 // half of the step's micro-batches; and 1F1B with a lead (PP=4, each stage 2 micro-batches
-// further ahead).
+// further ahead), whose losses also equal the plain schedule's bit for bit.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -127,6 +129,27 @@ INSTANTIATE_TEST_SUITE_P(
         PipelineCase{"fsdp2_x_dp2", 4, "1f1b", 1, 4, "", false, "2", true, 0, 2},
         PipelineCase{"pp4_1f1b_lead2", 4, "1f1b", 1, 4, "", false, "", false, 0, 1, 2}),
     [](const auto& info) { return info.param.name; });
+
+// A lead changes when each stage runs, not what: the losses of PP=4 1F1B with a lead of 2 equal
+// the plain schedule's bit for bit (every stage still runs its backwards in micro-batch order).
+TEST(PipelineLead, LossesEqualThePlainScheduleBitForBit) {
+  const fs::path dir = fresh_dir("h2_pp_lead");
+  config::TrainConfig base = small_config(dir, 4);
+  base.train.steps = 4;
+  base.train.eval_every = 0;
+  base.train.grad_accum = 8;
+  base.parallel.mode = config::ParallelMode::pipeline;
+  std::map<int64_t, double> losses[2];
+  for (int lead : {0, 2}) {
+    config::TrainConfig cfg = base;
+    cfg.parallel.lead = lead;
+    cfg.log.metrics_file = (dir / fmt::format("lead{}.jsonl", lead)).string();
+    train_on_ranks(cfg, 4);
+    losses[lead / 2] = read_metrics(cfg.log.metrics_file).loss;
+  }
+  ASSERT_EQ(losses[0].size(), 4u);
+  EXPECT_EQ(losses[1], losses[0]);  // exact double equality
+}
 
 // Checkpoints cross layouts: one process writes step 2, PP=2 x FSDP=2 resumes it (each rank
 // taking its shard of every unit) to step 4 and writes whole tensors again, which one process
