@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "parallel/planner/memory_model.h"
+#include "parallel/planner/search_shapes.h"
 
 namespace h2::parallel::planner {
 namespace {
@@ -282,33 +283,6 @@ std::vector<Class> classes(const Cluster& cluster, const CostInputs& in, const S
   return out;
 }
 
-// Per worker, what depends on a plan's shape alone (schedule, positions, micro-batches, chunks,
-// lead, FSDP) and not on its split or chips: the lowered schedule the cost model replays and what
-// each position holds at its compute actions (memory_model.h).
-class ShapeCache {
- public:
-  struct Shape {
-    pipeline::Schedule lowered;
-    std::vector<HeldCounts> held;
-  };
-  const Shape& of(ScheduleKind schedule, int positions, int64_t micro, int chunks, int lead,
-                  bool fsdp) {
-    const auto key = std::make_tuple(int(schedule), positions, micro, chunks, lead, fsdp);
-    auto it = shapes_.find(key);
-    if (it != shapes_.end()) return it->second;
-    Plan plan;
-    plan.group_sizes.assign(size_t(positions), 1);
-    plan.schedule = schedule, plan.chunks = chunks, plan.lead = lead, plan.fsdp = fsdp;
-    plan.micro_batches = int(micro);
-    Shape shape{.lowered = plan.lowered_schedule()};
-    for (const auto& list : shape.lowered.per_rank) shape.held.push_back(HeldCounts::of(list));
-    return shapes_.emplace(key, std::move(shape)).first->second;
-  }
-
- private:
-  std::map<std::tuple<int, int, int64_t, int, int, bool>, Shape> shapes_;
-};
-
 // What expanding classes found: fitting and too-large candidates and the counts.
 struct Found {
   std::vector<Ranked> fitting, too_large;
@@ -318,29 +292,6 @@ struct Found {
 // Small split problems are solved exhaustively under the full cost model (so small searches
 // are exact), larger ones by the surrogate's dynamic program.
 constexpr int64_t kExhaustiveSplits = 16;
-
-// The schedules a class's members try on P positions: each of the space's, 1f1b with each lead
-// that changes its warm-up (one position has nothing to run ahead of; a lead whose warm-up
-// already covers every micro-batch repeats the previous one).
-std::vector<std::pair<ScheduleKind, int>> schedule_choices(const SearchSpace& space, int P,
-                                                           int64_t micro) {
-  std::vector<std::pair<ScheduleKind, int>> out;
-  for (ScheduleKind schedule : space.schedules) {
-    if (P == 1 && schedule != ScheduleKind::k1F1B) continue;
-    if (schedule != ScheduleKind::k1F1B || P == 1) {
-      out.emplace_back(schedule, 0);
-      continue;
-    }
-    int64_t previous = -1;
-    for (int lead : space.leads) {
-      const int64_t warmup = std::min<int64_t>(int64_t(P - 1) * (1 + lead), micro);
-      if (warmup == previous) continue;
-      previous = warmup;
-      out.emplace_back(schedule, lead);
-    }
-  }
-  return out;
-}
 
 // Every member of class `k`: each order of its types, schedule (1f1b with each lead), FSDP, wire
 // and (where memory needs it) recomputation, with its best layer split.
