@@ -57,8 +57,8 @@ class HostRequest final : public Request {
     if (done_) return;
     try {
       wait();
-    } catch (const CommError&) {
-      transport_.cancel_all();  // a destructor must not throw; the buffer must be let go
+    } catch (...) {  // a destructor must not throw (it may run while another error unwinds)
+      transport_.cancel_all();  // and the buffer must be let go
     }
   }
 

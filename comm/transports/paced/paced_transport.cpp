@@ -19,6 +19,11 @@ int64_t now_ns() {
       .count();
 }
 
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(s));
+}
+
 }  // namespace
 
 void LinkPacing::record(double modelled_s, double overrun_s) {
@@ -68,6 +73,12 @@ OpId PacedTransport::post_send(int peer, uint64_t tag, const void* data, size_t 
     inner_->progress();
   }
   if (sent_now) p.arrived = sent_now;
+  p.due = Clock::time_point(std::chrono::nanoseconds(sent));
+  if (peer != rank()) {
+    Clock::time_point& free = send_free_[peer];
+    free = std::max(p.due, free) + seconds(double(bytes) / link_(peer).bandwidth);
+    p.due = free;
+  }
   const OpId op = next_id_++;
   pending_.emplace(op, std::move(p));
   return op;
@@ -90,9 +101,9 @@ std::optional<Completion> PacedTransport::test(OpId op) {
   H2_CHECK(it != pending_.end(), "paced transport: unknown transfer {}", op);
   Pending& p = it->second;
   const Clock::time_point now = Clock::now();
-  if (!p.recv) {  // a send: done once the bytes left (its copy frees the caller's buffer)
+  if (!p.recv) {  // a send: done once its last byte left the modelled link
     if (!p.arrived) p.arrived = inner_->test(p.inner);
-    if (!p.arrived) return std::nullopt;
+    if (!p.arrived || now < p.due) return std::nullopt;
     const Completion done{p.arrived->sender_tag, p.arrived->bytes - kTrailer};
     pending_.erase(it);
     return done;
@@ -123,10 +134,8 @@ std::optional<Completion> PacedTransport::test(OpId op) {
       const LinkSpec link = link_(p.peer);
       Clock::time_point& free = link_free_[p.peer];
       const Clock::time_point start = std::max(sent, free);
-      free = start + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(double(payload) / link.bandwidth));
-      p.due = free + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(link.latency));
+      free = start + seconds(double(payload) / link.bandwidth);
+      p.due = free + seconds(link.latency);
       const double modelled = std::chrono::duration<double>(p.due - start).count();
       // It had not arrived at an earlier poll past its modelled arrival: the real transfer
       // (or the sender's host) was slower than the link it emulates.

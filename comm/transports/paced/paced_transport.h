@@ -7,8 +7,10 @@
 // where `sent` is when the sender posted it (carried in an 8-byte trailer: the ranks share the
 // host's monotonic clock) and "link free" is when the previous transfer from that sender finished
 // crossing the link, so that back-to-back transfers share its bandwidth. The receiver holds the
-// completion until the arrival time; the sender's buffer is copied, so sends complete at once.
-// Transfers to itself are free.
+// completion until the arrival time. The sender's buffer is copied at once, but its send
+// completes only when its last byte has left (max(sent, link free) + bytes / bandwidth, the same
+// figures the receiver computes): a rank that waits for its send spends the link's time, as on a
+// real link; one that does not wait computes meanwhile. Transfers to itself are free.
 //
 // Honest emulation: a transfer that had not arrived in reality when a poll after its arrival time
 // looked for it overran the model (the host, not the link, set the pace); overruns are counted in
@@ -73,7 +75,7 @@ class PacedTransport final : public Transport {
     void* user = nullptr;               // receive: where the payload goes
     size_t capacity = 0;                // receive: the caller's buffer size
     std::optional<Completion> arrived;  // inner completion (trailer included)
-    Clock::time_point due{};            // receive: the modelled arrival
+    Clock::time_point due{};            // receive: the modelled arrival; send: last byte out
     Clock::time_point last_miss{};      // the last poll that found it not yet arrived
   };
 
@@ -83,6 +85,7 @@ class PacedTransport final : public Transport {
   OpId next_id_ = 1;
   std::map<OpId, Pending> pending_;
   std::map<int, Clock::time_point> link_free_;  // by sender: when its last transfer finished
+  std::map<int, Clock::time_point> send_free_;  // by receiver: when this rank's last send did
 };
 
 }  // namespace h2::comm

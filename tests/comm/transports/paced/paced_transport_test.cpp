@@ -8,7 +8,9 @@
 //     scheduling can only delay); a zero-byte transfer takes L; a receive larger than the message;
 //   - back-to-back transfers from one sender serialise (the second at sent + 2N/B + L), an idle
 //     link does not delay the next one, and the two directions of a link are independent;
-//   - transfers to itself are free and unpaced; sends complete at once from a copy;
+//   - transfers to itself are free and unpaced; a send copies the caller's buffer at once and
+//     completes when its last byte has left the link (sent + N/B, or behind the sender's
+//     previous transfer on that link: a waiting sender spends the link's time);
 //   - PacingStats: one event per paced transfer with its modelled time; an overrun is counted
 //     exactly when a poll after the modelled arrival found the bytes not yet there (the real
 //     transfer was slower than the link), with overrun_s = the time of the poll that found them -
@@ -247,10 +249,12 @@ TEST(PacedTransport, ArrivalIsSentPlusBytesOverBandwidthPlusLatency) {
   EXPECT_GE(sent, before);
   EXPECT_LE(sent, after);
 
-  // The send completes at once, with the caller's byte count.
-  const std::optional<Completion> sent_done = p.end[0]->test(send);
-  ASSERT_TRUE(sent_done);
-  EXPECT_EQ(sent_done->bytes, n);
+  // The send completes when its last byte has left (n / bandwidth), with the caller's count.
+  EXPECT_FALSE(p.end[0]->test(send));
+  const auto [sent_done, sent_at] = wait(*p.end[0], send);
+  EXPECT_EQ(sent_done.bytes, n);
+  EXPECT_GE(sent_at - sent, transfer);
+  EXPECT_LE(sent_at - sent, transfer * (1 + kUpperSlack));
 
   const auto [done, at] = wait(*p.end[1], recv);
   EXPECT_EQ(done.bytes, n);
@@ -260,8 +264,8 @@ TEST(PacedTransport, ArrivalIsSentPlusBytesOverBandwidthPlusLatency) {
   EXPECT_EQ(std::memcmp(got.data(), data.data(), n), 0);
   for (size_t i = n; i < got.size(); ++i) ASSERT_EQ(got[i], std::byte{0x5a}) << i;
 
-  // The receiver asked for its link to the sender; one paced event, no overrun.
-  EXPECT_EQ(p.asked, (std::vector<std::pair<int, int>>{{1, 0}}));
+  // Each end asked for its link to the other; one paced event (the receiver's), no overrun.
+  EXPECT_EQ(p.asked, (std::vector<std::pair<int, int>>{{0, 1}, {1, 0}}));
   const PacingStats s = p.pacing->stats();
   EXPECT_EQ(s.events, 1);
   EXPECT_NEAR(s.modelled_s, model, 1e-8);
@@ -314,11 +318,16 @@ TEST(PacedTransport, BackToBackTransfersShareTheLink) {
   const OpId ra = p.end[1]->post_recv(0, 1, kAll, got_a.data(), n);
   const OpId rb = p.end[1]->post_recv(0, 2, kAll, got_b.data(), n);
   p.end[0]->post_send(1, 1, a.data(), n);
-  p.end[0]->post_send(1, 2, b.data(), n);
+  const OpId sb = p.end[0]->post_send(1, 2, b.data(), n);
   const double sent_a = p.wire->sent_s(0), sent_b = p.wire->sent_s(1);
   ASSERT_LT(sent_b - sent_a, wire_time);  // the second really is queued behind the first
 
   const auto [da, at_a] = wait(*p.end[1], ra);
+  // The second send's last byte leaves after both transfers' time on the link (140 ms; the
+  // first arrived at 130).
+  const auto [sent_done, sent_at] = wait(*p.end[0], sb);
+  EXPECT_GE(sent_at - sent_a, 2 * wire_time);
+  EXPECT_LE(sent_at - sent_a, 2 * wire_time * (1 + kUpperSlack));
   const auto [db, at_b] = wait(*p.end[1], rb);
   const double first = wire_time + link.latency, second = 2 * wire_time + link.latency;
   EXPECT_GE(at_a - sent_a, first);
@@ -377,20 +386,22 @@ TEST(PacedTransport, TransfersToItselfAreFreeAndUnpaced) {
   EXPECT_EQ(p.pacing->stats().events, 0);
 }
 
-TEST(PacedTransport, SendsCompleteAtOnceFromACopy) {
-  const LinkSpec link{1e6, 0.050};
+TEST(PacedTransport, ASendCopiesAtOnceAndCompletesWhenItsLastByteLeft) {
+  const LinkSpec link{1e6, 0.050};  // 100 000 bytes: 100 ms on the wire
   PacedPair p(link);
-  std::vector<std::byte> data = pattern(1000, 8);
+  std::vector<std::byte> data = pattern(100000, 8);
   const std::vector<std::byte> want = data;
   const OpId send = p.end[0]->post_send(1, 4, data.data(), data.size());
   std::fill(data.begin(), data.end(), std::byte{0});  // the caller's buffer is free at once
-  const std::optional<Completion> s = p.end[0]->test(send);
-  ASSERT_TRUE(s);
-  EXPECT_EQ(s->bytes, 1000u);
-  std::vector<std::byte> got(1000);
+  EXPECT_FALSE(p.end[0]->test(send));                 // but the bytes are still crossing the link
+  const auto [s, sent_at] = wait(*p.end[0], send);
+  EXPECT_EQ(s.bytes, 100000u);
+  EXPECT_GE(sent_at - p.wire->sent_s(0), 100000 / link.bandwidth);
+  EXPECT_LE(sent_at - p.wire->sent_s(0), 100000 / link.bandwidth * (1 + kUpperSlack));
+  std::vector<std::byte> got(100000);
   const OpId recv = p.end[1]->post_recv(0, 4, kAll, got.data(), got.size());
   const auto [d, at] = wait(*p.end[1], recv);
-  EXPECT_GE(at - p.wire->sent_s(0), 1000 / link.bandwidth + link.latency);
+  EXPECT_GE(at - p.wire->sent_s(0), 100000 / link.bandwidth + link.latency);
   EXPECT_EQ(got, want);
 }
 
