@@ -67,6 +67,14 @@ void Plan::check() const {
   if (lead > 0 && schedule != pipeline::ScheduleKind::k1F1B)
     fail(fmt::format("lead {} needs the 1f1b schedule, not {}", lead,
                      pipeline::schedule_kind_name(schedule)));
+  // Blocking sends pair with the opposite receive only where every stage alternates one
+  // forward and one backward with its neighbours; a lead or interleaved chunks break the pairs.
+  if (!overlap && (lead > 0 || chunks > 1))
+    fail(
+        fmt::format("overlap off (blocking sends, a baseline) runs gpipe, 1f1b and zb-h1 "
+                    "without a lead; this plan has {} with lead {} and {} chunks: those "
+                    "schedules rely on overlap, blocking sends would deadlock",
+                    pipeline::schedule_kind_name(schedule), lead, chunks));
 }
 
 pipeline::Schedule Plan::lowered_schedule() const {

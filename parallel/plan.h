@@ -48,7 +48,9 @@ struct Plan {
   std::optional<DType> wire_dtype;  // activations between ranks; nullopt: the compute dtype
   bool recompute = false;           // blocks recompute their activations in backward
   size_t bucket_bytes = 25u << 20;  // replicas' gradient all-reduce buckets
-  std::string source;  // where the plan came from, for messages ("parallel.mode dp (--set)")
+  bool overlap = true;       // transfers run behind compute; false: each send blocks until sent
+  size_t segment_bytes = 0;  // wire bytes per segment of a transfer; 0: one message per piece
+  std::string source;        // where the plan came from, for messages ("parallel.mode dp (--set)")
 
   int positions() const { return int(group_sizes.size()); }
   int stages() const { return layout.stages(); }

@@ -110,6 +110,7 @@ void FlatParamGroup::check_layout_agrees() {
 }
 
 void FlatParamGroup::unshard() {
+  if (gathering_.defined()) return finish_unshard();
   if (!full_.defined()) {
     // Round to the compute dtype first, so the all-gather moves compute-dtype bytes.
     Tensor send = dtype_ == DType::f32 ? master_ : master_.to(dtype_);
@@ -124,7 +125,42 @@ void FlatParamGroup::unshard() {
   if (!full_grad_.defined()) allocate_full_grads();
 }
 
+void FlatParamGroup::begin_unshard(int tag) {
+  if (full_.defined() || gathering_.defined()) return;
+  gather_source_ = dtype_ == DType::f32 ? master_ : master_.to(dtype_);
+  gathering_ = Tensor::empty({padded_numel()}, dtype_, *device_);
+  ops::copy({.out = gathering_.slice(0, shard_offset(), shard_offset() + shard_numel_),
+             .in = gather_source_});
+  for (int r = 0; r < group_size_; ++r) {
+    if (r == rank_) continue;
+    gather_requests_.push_back(
+        group_->irecv(gathering_.slice(0, r * shard_numel_, (r + 1) * shard_numel_), r, tag));
+    gather_requests_.push_back(group_->isend(gather_source_, r, tag));
+  }
+}
+
+bool FlatParamGroup::poll_unshard() {
+  std::erase_if(gather_requests_, [](const auto& request) { return request->test(); });
+  return gather_requests_.empty();
+}
+
+void FlatParamGroup::finish_unshard() {
+  if (gathering_.defined()) {
+    for (auto& request : gather_requests_) request->wait();
+    gather_requests_.clear();
+    full_ = std::move(gathering_);
+    gathering_ = Tensor();
+    gather_source_ = Tensor();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const FlatSlot& s = layout_[i];
+      params_[i]->value = full_.slice(0, s.offset, s.offset + s.numel).view(s.shape);
+    }
+  }
+  if (full_.defined() && !full_grad_.defined()) allocate_full_grads();
+}
+
 void FlatParamGroup::reshard() {
+  if (gathering_.defined()) finish_unshard();
   for (nn::Param* p : params_) p->value = Tensor();
   full_ = Tensor();
 }

@@ -19,6 +19,7 @@
 // rank in the same order.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,18 @@ class FlatParamGroup {
   // into the full buffer; allocates zero full gradients when there are none. No communication
   // when already unsharded. Collective.
   void unshard();
-  // Releases the full buffer: every Param's value becomes undefined. Full gradients stay.
+  // unshard() in two halves, so that the gather moves while the caller computes (ZeroPP
+  // prefetch): begin_unshard() rounds the master, copies this rank's shard into a new full buffer
+  // and posts a send of it to, and a receive from, every other rank of the group (point-to-point,
+  // message tag `tag`: the same on every rank, unique among the gathers in flight on the group);
+  // finish_unshard() waits for them and then does what unshard() does. The same bytes as
+  // unshard(). Both are no-ops when already unsharded; begin is collective.
+  void begin_unshard(int tag);
+  void finish_unshard();
+  // Tests the gather's transfers once (progress while computing); true when all have arrived.
+  bool poll_unshard();
+  // Releases the full buffer: every Param's value becomes undefined. Full gradients stay. A
+  // gather still in flight is finished first (its buffers must outlive the transfers).
   void reshard();
   // grad_shard = scale * (sum over ranks of the full gradients' shard) (+ grad_shard when
   // `accumulate`), then releases the full gradients. Collective.
@@ -61,6 +73,7 @@ class FlatParamGroup {
   void zero_grad_shard();
 
   bool is_unsharded() const { return full_.defined(); }
+  bool unshard_in_flight() const { return gathering_.defined(); }
   bool has_full_grads() const { return full_grad_.defined(); }
 
   const std::vector<FlatSlot>& layout() const { return layout_; }
@@ -98,6 +111,10 @@ class FlatParamGroup {
   Tensor grad_shard_;  // (shard_numel) f32
   Tensor full_;        // (padded_numel) compute dtype; defined while unsharded
   Tensor full_grad_;   // (padded_numel) f32; defined between unshard() and reduce_grad()
+  // A gather begun and not finished: the full buffer being filled, the rounded master shard it
+  // sends, and the transfers.
+  Tensor gathering_, gather_source_;
+  std::vector<std::unique_ptr<comm::Request>> gather_requests_;
 };
 
 }  // namespace h2::parallel::fsdp

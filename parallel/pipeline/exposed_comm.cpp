@@ -26,6 +26,7 @@ std::vector<double> exposed_comm_ms(const std::vector<std::vector<TimelineEvent>
         us += e.end_us - e.start_us;
         continue;
       }
+      us += e.comm_wait_us;  // a compute waiting for a prefetched gather or its own sends
       if (!is_compute(a.kind) || a.kind == ActionKind::W || e.ready_us <= e.start_us) continue;
       const ActionKind send = a.kind == ActionKind::F ? ActionKind::SEND_F : ActionKind::SEND_B;
       const auto it = posted.find({send, a.stage, a.microbatch});

@@ -6,7 +6,10 @@
 //     the part of the wait after the last of its producers posted the data (the end of their
 //     SEND_F or SEND_B for that micro-batch): before that, the rank waited for the producer's
 //     compute, a pipeline bubble; after it, for the transfer;
-//   - every blocking collective of the step (UNSHARD: an FSDP gather; REDUCE_GRAD) whole.
+//   - every blocking collective of the step (UNSHARD: an FSDP gather; REDUCE_GRAD) whole;
+//   - inside compute actions, the waits for transfers the action did not consume (comm_wait_us):
+//     prefetched FSDP gathers (with overlap, UNSHARD only posts the gathers and each unit waits
+//     for its own) and, with overlap off, the rank's own sends.
 //
 // A wait whose producers' sends are not among the events (a producer on the same rank) counts
 // nothing. The Chrome trace holds the same events (its "wait" children and SEND spans), so the

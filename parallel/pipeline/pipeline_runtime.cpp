@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <numeric>
 
 #include "core/error.h"
@@ -25,6 +26,14 @@ Tensor take(std::map<Key, Tensor>& box, const Key& key) {
   return t;
 }
 
+// Whether the first compute of actions[i]'s stage after position i is a backward (B, I or W).
+bool next_compute_is_backward(const std::vector<Action>& actions, size_t i) {
+  for (size_t j = i + 1; j < actions.size(); ++j)
+    if (actions[j].stage == actions[i].stage && is_compute(actions[j].kind))
+      return actions[j].kind != ActionKind::F;
+  return false;
+}
+
 }  // namespace
 
 PipelineRuntime::PipelineRuntime(nn::Model& model, StageLayout layout, Schedule schedule,
@@ -38,7 +47,9 @@ PipelineRuntime::PipelineRuntime(nn::Model& model, StageLayout layout, Schedule 
       seq_len_(options.seq_len),
       loss_micro_batches_(options.loss_micro_batches > 0 ? options.loss_micro_batches
                                                          : schedule_.microbatches),
-      wire_dtype_(options.wire_dtype) {
+      wire_dtype_(options.wire_dtype),
+      overlap_(options.overlap),
+      segment_bytes_(options.segment_bytes) {
   schedule_.check_shape();
   std::vector<int> group_sizes = std::move(options.group_sizes);
   const bool fsdp = options.fsdp;
@@ -121,6 +132,54 @@ void PipelineRuntime::unshard(int stage, bool gather) {
   }
 }
 
+void PipelineRuntime::begin_gathers(int stage, bool backward_next) {
+  const int begin = layout_.begin(stage), end = layout_.end(stage);
+  for (int k = 0; k < end - begin; ++k) {
+    const int u = backward_next ? end - 1 - k : begin + k;
+    auto it = flats_.find(u);
+    if (it == flats_.end()) continue;
+    it->second->begin_unshard(/*tag=*/u);
+    if (lane_ && it->second->unshard_in_flight()) {
+      gather_lane_ids_[u] = next_lane_id_;
+      lane_->transfer_posted(next_lane_id_++, fmt::format("gather unit {}", u));
+    }
+  }
+}
+
+void PipelineRuntime::await_gather(int unit) {
+  auto it = flats_.find(unit);
+  if (it == flats_.end() || !it->second->unshard_in_flight()) return;
+  const auto start = std::chrono::steady_clock::now();
+  it->second->finish_unshard();
+  if (!lane_) return;
+  lane_->comm_waited(
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  gather_done(unit);
+}
+
+void PipelineRuntime::gather_done(int unit) {
+  auto id = gather_lane_ids_.find(unit);
+  if (id == gather_lane_ids_.end()) return;
+  if (lane_) lane_->transfer_done(id->second);
+  gather_lane_ids_.erase(id);
+}
+
+void PipelineRuntime::settle_sends() {
+  if (overlap_ || sends_.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  wait_sends();
+  if (lane_)
+    lane_->comm_waited(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
+}
+
+void PipelineRuntime::poll_gathers(int stage) {
+  for (int u = layout_.begin(stage); u < layout_.end(stage); ++u)
+    if (auto it = flats_.find(u); it != flats_.end() && it->second->unshard_in_flight())
+      if (it->second->poll_unshard()) gather_done(u);
+}
+
 PipelineRuntime::~PipelineRuntime() = default;
 
 std::string PipelineRuntime::groups_str() const {
@@ -160,9 +219,12 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
   Tensor x = stage == 0 ? batch.ids.view({batch.rows, seq_len_}).slice(0, begin, end)
                         : take_incoming(inputs_, {stage, mb}, "input activation");
   if (training && observer_) observer_->action_ready(Action::compute(ActionKind::F, stage, mb));
+  settle_sends();
   std::vector<nn::Stash> stashes;
   for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
+    await_gather(u);
     x = units_[size_t(u)]->forward(x);
+    poll_gathers(stage);
     if (training)
       stashes.push_back(units_[size_t(u)]->take_stash());
     else
@@ -196,6 +258,7 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
 void PipelineRuntime::backward(ActionKind kind, int stage, int mb) {
   Tensor grad = take_incoming(out_grads_, {stage, mb}, "output gradient");
   if (observer_) observer_->action_ready(Action::compute(kind, stage, mb));
+  settle_sends();
   auto stash = stashes_.find({stage, mb});
   H2_CHECK(stash != stashes_.end(), "stage {} micro-batch {}: backward before forward", stage, mb);
   const bool split = kind == ActionKind::I;  // weight gradients wait for this micro-batch's W
@@ -204,9 +267,11 @@ void PipelineRuntime::backward(ActionKind kind, int stage, int mb) {
   const bool final =
       !reduces_in_group() && last_backward_.at(stage) == Action::compute(kind, stage, mb);
   for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
+    await_gather(u);
     units_[size_t(u)]->put_stash(std::move(stash->second[size_t(u - layout_.begin(stage))]));
     units_[size_t(u)]->set_defer_weight_grads(split);
     grad = units_[size_t(u)]->backward(grad);
+    poll_gathers(stage);
     units_[size_t(u)]->set_defer_weight_grads(false);
     if (final) report_final(u, u + 1);
   }
@@ -226,9 +291,11 @@ void PipelineRuntime::weight_backward(int stage, int mb) {
            "schedules run each stage's W in the order of its I)",
            stage, mb, order.empty() ? std::string("none") : std::to_string(order.front()));
   order.pop_front();
+  settle_sends();
   const bool final =
       !reduces_in_group() && last_backward_.at(stage) == Action::compute(ActionKind::W, stage, mb);
   for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
+    await_gather(u);
     units_[size_t(u)]->weight_backward();
     if (final) report_final(u, u + 1);
   }
@@ -253,8 +320,10 @@ std::vector<double> PipelineRuntime::run(const std::vector<Action>& actions,
   for (int mb = 0; mb < microbatches; ++mb) batches_.push_back(source(mb));
   losses_.assign(size_t(microbatches), 0.0);
   ActionObserver* observer = training ? observer_ : nullptr;
+  lane_ = observer;
   if (observer) observer->step_started();
-  for (const Action& a : actions) {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
     if (observer) observer->action_started(a);
     switch (a.kind) {
       case ActionKind::F:
@@ -283,7 +352,10 @@ std::vector<double> PipelineRuntime::run(const std::vector<Action>& actions,
         reduce_grads(a.stage);
         break;
       case ActionKind::UNSHARD:
-        unshard(a.stage, true);
+        if (overlap_ && training)
+          begin_gathers(a.stage, next_compute_is_backward(actions, i));
+        else
+          unshard(a.stage, true);
         break;
       case ActionKind::RESHARD:
         unshard(a.stage, false);
@@ -292,9 +364,9 @@ std::vector<double> PipelineRuntime::run(const std::vector<Action>& actions,
     if (!sends_.empty()) reap_sends();
     if (observer) observer->action_finished(a);
   }
-  for (SendInFlight& send : sends_) send.request->wait();
-  sends_.clear();
+  wait_sends();
   if (observer) observer->step_finished();
+  lane_ = nullptr;
   outputs_.clear();
   in_grads_.clear();
   size_t deferred = 0;

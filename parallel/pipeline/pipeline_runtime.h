@@ -55,6 +55,15 @@ class ActionObserver {
   virtual void action_started(const Action& action) = 0;
   // A compute action's inputs have arrived (the wait before this is idle, not work).
   virtual void action_ready(const Action& action) {}
+  // The running compute action waited this long for transfers other than its inputs: a
+  // prefetched FSDP gather of one of its units, or (overlap off) the rank's own sends
+  // (communication that compute did not hide; not work).
+  virtual void comm_waited(double microseconds) {}
+  // The communication lane: transfer `id` (unique in the step) was posted / was seen complete
+  // (completions are observed at safe points: after actions and between units). `label` names
+  // it ("SEND_F 0.3 -> 1", "gather unit 4").
+  virtual void transfer_posted(int64_t id, const std::string& label) {}
+  virtual void transfer_done(int64_t id) {}
   virtual void action_finished(const Action& action) = 0;
   virtual void step_finished() {}
 };
@@ -77,6 +86,17 @@ struct PipelineOptions {
   // scale per token (a quarter of the f32 bytes plus 4 per token), dequantized on arrival.
   // nullopt: the compute dtype.
   std::optional<DType> wire_dtype;
+  // Transfers run while the rank computes: sends are waited for at the end of the step and, with
+  // FSDP, UNSHARD only posts its units' gathers, each unit waiting for its own (prefetch).
+  // false: the next compute waits for every send in flight once its inputs are here, so the
+  // rank spends the link's time (on a paced link, until the last byte has left), and UNSHARD
+  // gathers the whole stage: the no-overlap baseline. The same numerics either way.
+  bool overlap = true;
+  // Each piece of an activation or gradient goes in segments of about this many wire bytes (whole
+  // tokens, at most 64 per piece), converted to the wire dtype and posted one after another; the
+  // receiver converts each back as it arrives. 0: one message per piece. Same values either way
+  // (the FP8 wire scales each token on its own).
+  size_t segment_bytes = 0;
   // The loss gradient is that of the mean over this many micro-batches (the step's, over every
   // replica); 0: the schedule's own.
   int loss_micro_batches = 0;
@@ -142,10 +162,16 @@ class PipelineRuntime {
     int stage, microbatch;
     auto operator<=>(const Key&) const = default;
   };
+  // Tokens [begin, end) of an incoming tensor and the transfers that bring them (one segment of
+  // one sender's piece: the codes, and the scales on an FP8 wire).
+  struct Segment {
+    int64_t begin = 0, end = 0;
+    std::vector<std::unique_ptr<comm::Request>> requests;
+  };
   struct Incoming {
     Tensor tensor;  // in the wire dtype while transfers are in flight
     Tensor scales;  // FP8 wire: one FP32 scale per token (B*T, 1) for the codes in `tensor`
-    std::vector<std::unique_ptr<comm::Request>> requests;  // empty for a local hand-over
+    std::vector<Segment> segments;  // in token order; empty for a local hand-over
   };
 
   std::vector<double> run(const std::vector<Action>& actions, const MicroBatchSource& source,
@@ -161,14 +187,32 @@ class PipelineRuntime {
   void post_sends(Tensor mine, int stage, int peer_stage, int mb, bool gradient);
   // Drops the sends that completed, with their buffers.
   void reap_sends();
+  // Waits for every send in flight (bounded by the communication timeout).
+  void wait_sends();
   void post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
                      bool gradient);
   Tensor take_incoming(std::map<Key, Incoming>& box, Key key, const char* what);
   void reduce_grads(int stage);
   void unshard(int stage, bool gather);
+  // ZeroPP prefetch (overlap on): UNSHARD posts the gathers of the stage's units, in the order
+  // the stage's next compute runs them (backward: last unit first), and each unit waits for its
+  // own gather right before it computes, while the later ones move; between units the gathers
+  // in flight are polled (progress at safe points).
+  void begin_gathers(int stage, bool backward_next);
+  void await_gather(int unit);
+  void poll_gathers(int stage);
+  void gather_done(int unit);  // closes the unit's span of the communication lane
+  // Overlap off: a compute, once its inputs are here, first waits for every send in flight (the
+  // receives the lowering put before it are posted, so two ranks sending to each other both
+  // proceed, as Megatron pairs a send with the opposite receive); the wait is communication.
+  void settle_sends();
   void sum_tied_grads();
-  // Message tag; `part` 1 is the scales message of an FP8 wire transfer.
-  int tag(int from_stage, int mb, bool gradient, int part = 0) const;
+  // A piece of `tokens` tokens cut into segments (segments.h) of segment_bytes_ on the wire.
+  std::vector<std::pair<int64_t, int64_t>> segments_of(int64_t tokens) const;
+  // Message tag; `part` 1 is the scales message of an FP8 wire transfer, `segment` the piece's
+  // segment.
+  int tag(int from_stage, int mb, bool gradient, int part = 0, int segment = 0) const;
+  static constexpr int kMaxSegments = 64;
   bool fp8_wire() const { return wire_dtype_ == DType::f8e4m3; }
   int position_of(int stage) const { return schedule_.rank_of(stage); }
   bool here(int stage) const { return position_of(stage) == position_; }
@@ -191,6 +235,8 @@ class PipelineRuntime {
   std::function<void(int unit)> gradients_final_;
   std::map<int, Action> last_backward_;  // stage -> its last B or W action on this position
   std::optional<DType> wire_dtype_;
+  bool overlap_ = true;
+  size_t segment_bytes_ = 0;
   std::map<int, std::unique_ptr<fsdp::FlatParamGroup>> flats_;  // by unit, FSDP only
 
   // Per step.
@@ -207,7 +253,11 @@ class PipelineRuntime {
   struct SendInFlight {
     std::unique_ptr<comm::Request> request;
     Tensor buffer;
+    int64_t lane_id = -1;  // the communication lane's span (its last message closes it)
   };
+  ActionObserver* lane_ = nullptr;  // the observer of the step running (training), or none
+  int64_t next_lane_id_ = 0;
+  std::map<int, int64_t> gather_lane_ids_;  // unit -> open span of its gather
   std::vector<SendInFlight> sends_;
   std::vector<double> losses_;  // per micro-batch: this rank's share of the mean loss
 };

@@ -7,6 +7,7 @@
 #include "core/lowp/quant_spec.h"
 #include "core/ops.h"
 #include "parallel/pipeline/pipeline_runtime.h"
+#include "parallel/pipeline/segments.h"
 
 namespace h2::parallel::pipeline {
 namespace {
@@ -18,8 +19,15 @@ std::pair<int64_t, int64_t> intersect(std::pair<int64_t, int64_t> a,
 
 }  // namespace
 
-int PipelineRuntime::tag(int from_stage, int mb, bool gradient, int part) const {
-  return ((mb * schedule_.stages + from_stage) * 2 + (gradient ? 1 : 0)) * 2 + part;
+int PipelineRuntime::tag(int from_stage, int mb, bool gradient, int part, int segment) const {
+  const int message = ((mb * schedule_.stages + from_stage) * 2 + (gradient ? 1 : 0)) * 2 + part;
+  return message * kMaxSegments + segment;
+}
+
+std::vector<std::pair<int64_t, int64_t>> PipelineRuntime::segments_of(int64_t tokens) const {
+  const DType wire = wire_dtype_.value_or(model_.dtype());
+  return transfer_segments(tokens, int64_t(dtype_bits(wire) / 8) * model_.hidden_size(),
+                           segment_bytes_, kMaxSegments);
 }
 
 namespace {
@@ -40,65 +48,107 @@ Tensor PipelineRuntime::take_incoming(std::map<Key, Incoming>& box, Key key, con
   auto it = box.find(key);
   H2_CHECK(it != box.end(), "stage {} micro-batch {}: no {} (schedule order broken)", key.stage,
            key.microbatch, what);
-  for (auto& request : it->second.requests) request->wait();
-  Tensor t = std::move(it->second.tensor);
-  Tensor scales = std::move(it->second.scales);
+  Incoming in = std::move(it->second);
   box.erase(it);
-  if (scales.defined()) {  // FP8 wire: codes (rows, T, C) with a scale per token
-    const int64_t tokens = t.size(0) * t.size(1), C = t.size(2);
-    Tensor out = Tensor::empty(t.shape(), model_.dtype(), model_.device());
-    ops::dequantize(
-        {.out = out.view({tokens, C}), .q = {t.view({tokens, C}), scales, Tensor(), kWireSpec}});
-    return out;
+  Tensor t = std::move(in.tensor);
+  if (in.segments.empty() || (!in.scales.defined() && t.dtype() == model_.dtype())) {
+    for (Segment& segment : in.segments)
+      for (auto& request : segment.requests) request->wait();
+    return t;  // a local hand-over, or the compute dtype on the wire
   }
-  return t.dtype() == model_.dtype() ? t : t.to(model_.dtype());
+  // Each segment is widened (or dequantized) as soon as it is here, while later ones arrive.
+  const int64_t C = t.size(2);
+  Tensor out = Tensor::empty(t.shape(), model_.dtype(), model_.device());
+  Tensor wire = t.view({t.size(0) * t.size(1), C}), flat = out.view(wire.shape());
+  for (Segment& segment : in.segments) {
+    for (auto& request : segment.requests) request->wait();
+    Tensor to = flat.slice(0, segment.begin, segment.end);
+    Tensor from = wire.slice(0, segment.begin, segment.end);
+    if (in.scales.defined())  // FP8 wire: codes with a scale per token
+      ops::dequantize(
+          {.out = to,
+           .q = {from, in.scales.slice(0, segment.begin, segment.end), Tensor(), kWireSpec}});
+    else
+      ops::copy({.out = to, .in = from});
+  }
+  return out;
 }
 
 void PipelineRuntime::post_sends(Tensor mine, int stage, int peer_stage, int mb, bool gradient) {
   const auto rows = rows_of(position_, group_rank_, mb);
   const int q = position_of(peer_stage);
+  const int64_t C = mine.size(2);
   for (int j = 0; j < int(groups_[size_t(q)].size()); ++j) {
     const auto [lo, hi] = intersect(rows, rows_of(q, j, mb));
     if (lo >= hi) continue;
-    Tensor piece = mine.slice(0, lo - rows.first, hi - rows.first);
+    Tensor piece = mine.slice(0, lo - rows.first, hi - rows.first).contiguous();
+    piece = piece.view({piece.size(0) * piece.size(1), C});
     const int peer = groups_[size_t(q)][size_t(j)];
-    if (fp8_wire()) {
-      const int64_t tokens = piece.size(0) * piece.size(1), C = piece.size(2);
-      lowp::QTensor wire = lowp::QTensor::empty(kWireSpec, tokens, C, piece.device());
-      ops::quantize({.q = wire, .in = piece.contiguous().view({tokens, C})});
-      sends_.push_back({job_.isend(wire.codes, peer, tag(stage, mb, gradient)), wire.codes});
-      sends_.push_back({job_.isend(wire.scales, peer, tag(stage, mb, gradient, 1)), wire.scales});
-      continue;
+    const auto segments = segments_of(piece.size(0));
+    for (int k = 0; k < int(segments.size()); ++k) {
+      Tensor part = piece.slice(0, segments[size_t(k)].first, segments[size_t(k)].second);
+      if (fp8_wire()) {
+        lowp::QTensor wire = lowp::QTensor::empty(kWireSpec, part.size(0), C, part.device());
+        ops::quantize({.q = wire, .in = part});
+        sends_.push_back(
+            {job_.isend(wire.codes, peer, tag(stage, mb, gradient, 0, k)), wire.codes});
+        sends_.push_back(
+            {job_.isend(wire.scales, peer, tag(stage, mb, gradient, 1, k)), wire.scales});
+        continue;
+      }
+      if (wire_dtype_ && *wire_dtype_ != part.dtype()) part = part.to(*wire_dtype_);
+      sends_.push_back({job_.isend(part, peer, tag(stage, mb, gradient, 0, k)), part});
     }
-    if (wire_dtype_ && *wire_dtype_ != piece.dtype()) piece = piece.to(*wire_dtype_);
-    sends_.push_back({job_.isend(piece, peer, tag(stage, mb, gradient)), piece});
+    if (lane_) {  // one span per piece, closed by its last message
+      sends_.back().lane_id = next_lane_id_;
+      lane_->transfer_posted(
+          next_lane_id_++,
+          fmt::format("{} {}.{} -> rank {}", gradient ? "SEND_B" : "SEND_F", stage, mb, peer));
+    }
   }
 }
 
 void PipelineRuntime::reap_sends() {
-  std::erase_if(sends_, [](SendInFlight& s) { return s.request->test(); });
+  std::erase_if(sends_, [this](SendInFlight& s) {
+    if (!s.request->test()) return false;
+    if (lane_ && s.lane_id >= 0) lane_->transfer_done(s.lane_id);
+    return true;
+  });
+}
+
+void PipelineRuntime::wait_sends() {
+  for (SendInFlight& send : sends_) {
+    send.request->wait();
+    if (lane_ && send.lane_id >= 0) lane_->transfer_done(send.lane_id);
+  }
+  sends_.clear();
 }
 
 void PipelineRuntime::post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
                                     bool gradient) {
   const auto rows = rows_of(position_, group_rank_, mb);
-  const int64_t my_rows = rows.second - rows.first;
+  const int64_t my_rows = rows.second - rows.first, C = model_.hidden_size();
   Incoming in{
-      Tensor::empty({my_rows, seq_len_, model_.hidden_size()}, wire_dtype_.value_or(model_.dtype()),
-                    model_.device()),
+      Tensor::empty({my_rows, seq_len_, C}, wire_dtype_.value_or(model_.dtype()), model_.device()),
       fp8_wire() ? Tensor::empty({my_rows * seq_len_, 1}, DType::f32, model_.device()) : Tensor(),
       {}};
+  Tensor tokens = in.tensor.view({my_rows * seq_len_, C});
   const int q = position_of(peer_stage);
   for (int k = 0; k < int(groups_[size_t(q)].size()); ++k) {
     const auto [lo, hi] = intersect(rows, rows_of(q, k, mb));
     if (lo >= hi) continue;
     const int peer = groups_[size_t(q)][size_t(k)];
-    in.requests.push_back(job_.irecv(in.tensor.slice(0, lo - rows.first, hi - rows.first), peer,
-                                     tag(peer_stage, mb, gradient)));
-    if (in.scales.defined())
-      in.requests.push_back(
-          job_.irecv(in.scales.view({my_rows, seq_len_}).slice(0, lo - rows.first, hi - rows.first),
-                     peer, tag(peer_stage, mb, gradient, 1)));
+    const int64_t base = (lo - rows.first) * seq_len_;
+    const auto segments = segments_of((hi - lo) * seq_len_);
+    for (int s = 0; s < int(segments.size()); ++s) {
+      Segment segment{base + segments[size_t(s)].first, base + segments[size_t(s)].second, {}};
+      segment.requests.push_back(job_.irecv(tokens.slice(0, segment.begin, segment.end), peer,
+                                            tag(peer_stage, mb, gradient, 0, s)));
+      if (in.scales.defined())
+        segment.requests.push_back(job_.irecv(in.scales.slice(0, segment.begin, segment.end), peer,
+                                              tag(peer_stage, mb, gradient, 1, s)));
+      in.segments.push_back(std::move(segment));
+    }
   }
   box[{stage, mb}] = std::move(in);
 }

@@ -56,12 +56,31 @@ void Timeline::action_ready(const Action& action) {
   running_->ready_us = clock_();
 }
 
+void Timeline::comm_waited(double microseconds) {
+  H2_CHECK(running_, "a gather wait of {} us outside an action", microseconds);
+  running_->comm_wait_us += microseconds;
+}
+
+void Timeline::transfer_posted(int64_t id, const std::string& label) {
+  H2_CHECK(current_, "transfer '{}' posted outside a step", label);
+  open_transfers_[id] = {label, clock_(), 0};
+}
+
+void Timeline::transfer_done(int64_t id) {
+  auto it = open_transfers_.find(id);
+  H2_CHECK(current_ && it != open_transfers_.end(), "transfer {} done but not posted", id);
+  it->second.end_us = clock_();
+  current_->transfers.push_back(std::move(it->second));
+  open_transfers_.erase(it);
+}
+
 void Timeline::action_finished(const Action& action) {
   H2_CHECK(running_ && running_->action == action, "action {} finished while {} is running",
            to_string(action), running_ ? to_string(running_->action) : std::string("nothing"));
   running_->end_us = clock_();
   PipelineStepStats& stats = current_->stats;
-  if (is_compute(action.kind)) stats.busy_ms += (running_->end_us - running_->ready_us) / 1000.0;
+  if (is_compute(action.kind))
+    stats.busy_ms += (running_->end_us - running_->ready_us - running_->comm_wait_us) / 1000.0;
   if (stash_)
     for (const auto& [stage, count] : stash_()) {
       int& peak = stats.peak_stash[stage];
@@ -77,6 +96,11 @@ void Timeline::step_finished() {
            running_ ? to_string(running_->action) : std::string());
   PipelineStepStats& stats = current_->stats;
   stats.end_us = clock_();
+  for (auto& [id, span] : open_transfers_) {  // not seen complete: they ran to the step's end
+    span.end_us = stats.end_us;
+    current_->transfers.push_back(std::move(span));
+  }
+  open_transfers_.clear();
   stats.wall_ms = (stats.end_us - stats.start_us) / 1000.0;
   stats.bubble = stats.wall_ms > 0 ? 1.0 - stats.busy_ms / stats.wall_ms : 0.0;
   steps_.push_back(std::move(*current_));

@@ -10,7 +10,8 @@
 //  - busy time: the compute actions (F, B, I, W), each from the moment its inputs are ready to its
 //    end. The runtime waits for a compute's incoming activation or gradient inside the action; if
 //    it calls action_ready once the wait is over, the wait counts as idle, otherwise the whole
-//    action counts as busy;
+//    action counts as busy; waits inside the action for other transfers (comm_waited: prefetched
+//    FSDP gathers, or the rank's own sends with overlap off) are not busy either;
 //  - bubble = 1 - busy / wall. Job-wide (combine_step_stats): 1 - sum(busy) / (ranks * span),
 //    span from the earliest start to the latest end, (p - 1) / (m + p - 1) for 1F1B with equal
 //    stages, as the simulator's bubble_fraction;
@@ -34,12 +35,19 @@
 
 namespace h2::parallel::pipeline {
 
+// A span of the communication lane: a transfer from its posting to its observed completion.
+struct CommSpan {
+  std::string label;
+  double start_us = 0, end_us = 0;
+};
+
 struct TimelineEvent {
   Action action;
   int64_t step = 0;
   double start_us = 0;
   double ready_us = 0;  // inputs ready (== start_us unless action_ready was called)
   double end_us = 0;
+  double comm_wait_us = 0;  // inside the action, waiting for gathers or (overlap off) sends
 };
 
 // One step's figures: one rank's (Timeline::last_step) or the job's (combine_step_stats).
@@ -81,12 +89,16 @@ class Timeline final : public ActionObserver {
   void step_finished() override;
   // The running compute action's inputs arrived: busy time starts now (see the header comment).
   void action_ready(const Action& action) override;
+  void comm_waited(double microseconds) override;
+  void transfer_posted(int64_t id, const std::string& label) override;
+  void transfer_done(int64_t id) override;
 
   double now_us() const { return clock_(); }
 
   struct StepRecord {
     PipelineStepStats stats;
     std::vector<TimelineEvent> events;  // in action order
+    std::vector<CommSpan> transfers;    // the communication lane, in completion order
   };
   // The kept steps, oldest first, and how many steps finished in all.
   const std::deque<StepRecord>& kept_steps() const { return steps_; }
@@ -108,6 +120,7 @@ class Timeline final : public ActionObserver {
   std::deque<StepRecord> steps_;
   std::optional<StepRecord> current_;
   std::optional<TimelineEvent> running_;
+  std::map<int64_t, CommSpan> open_transfers_;
   int64_t finished_ = 0;
   std::set<int> stages_;
   double offset_us_ = 0;

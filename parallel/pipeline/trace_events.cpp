@@ -73,6 +73,9 @@ std::string metadata(const char* name, int pid, const int* tid, const std::strin
                      thread, args);
 }
 
+// The Chrome trace thread of each rank's communication lane (after every stage's).
+constexpr int kCommLane = 1000000;
+
 }  // namespace
 
 void align_clocks(comm::Communicator& job, Device& host, Timeline& timeline, int rounds) {
@@ -91,7 +94,7 @@ void align_clocks(comm::Communicator& job, Device& host, Timeline& timeline, int
 PipelineStepStats gather_step_stats(comm::Communicator& job, Device& host, const Timeline& mine) {
   // [step, aligned, start, end, wall_ms, busy_ms, peaks P, P stage and peak pairs, then per event
   // of the step kind, stage, micro-batch, peer, start, ready, end]; empty: no step.
-  constexpr size_t kFixed = 7, kPerEvent = 7;
+  constexpr size_t kFixed = 7, kPerEvent = 8;
   std::vector<double> mine_packed;
   if (const auto last = mine.last_step()) {
     const double offset = mine.clock_offset_us();
@@ -108,9 +111,10 @@ PipelineStepStats gather_step_stats(comm::Communicator& job, Device& host, const
     }
     for (const TimelineEvent& e : mine.kept_steps().back().events) {
       const Action& a = e.action;
-      mine_packed.insert(mine_packed.end(),
-                         {double(a.kind), double(a.stage), double(a.microbatch), double(a.peer),
-                          e.start_us + offset, e.ready_us + offset, e.end_us + offset});
+      mine_packed.insert(
+          mine_packed.end(),
+          {double(a.kind), double(a.stage), double(a.microbatch), double(a.peer),
+           e.start_us + offset, e.ready_us + offset, e.end_us + offset, e.comm_wait_us});
     }
   }
   const auto all = gather_ragged(job, host, mine_packed);
@@ -140,7 +144,8 @@ PipelineStepStats gather_step_stats(comm::Communicator& job, Device& host, const
                            .step = r.step,
                            .start_us = packed[i + 4],
                            .ready_us = packed[i + 5],
-                           .end_us = packed[i + 6]});
+                           .end_us = packed[i + 6],
+                           .comm_wait_us = packed[i + 7]});
     ranks.push_back(std::move(r));
   }
   PipelineStepStats job_stats = combine_step_stats(ranks);
@@ -167,6 +172,23 @@ std::string trace_events_fragment(const Timeline& timeline, int rank) {
         out, metadata("thread_sort_index", rank, &stage, fmt::format("\"sort_index\":{}", stage)));
   }
   const double offset = timeline.clock_offset_us();
+  // The communication lane: transfers from posting to their observed completion, below the
+  // stages (they overlap each other, so each span is its own complete event on one track).
+  const bool any_transfer =
+      std::any_of(timeline.kept_steps().begin(), timeline.kept_steps().end(),
+                  [](const Timeline::StepRecord& s) { return !s.transfers.empty(); });
+  if (any_transfer) {
+    append_event(out, metadata("thread_name", rank, &kCommLane, "\"name\":\"communication\""));
+    append_event(out, metadata("thread_sort_index", rank, &kCommLane,
+                               fmt::format("\"sort_index\":{}", kCommLane)));
+  }
+  for (const Timeline::StepRecord& step : timeline.kept_steps())
+    for (const CommSpan& span : step.transfers)
+      append_event(out,
+                   fmt::format("{{\"name\":{},\"cat\":\"transfer\",\"ph\":\"X\",\"ts\":{:.3f},"
+                               "\"dur\":{:.3f},\"pid\":{},\"tid\":{},\"args\":{{\"step\":{}}}}}",
+                               json_string(span.label), span.start_us + offset,
+                               span.end_us - span.start_us, rank, kCommLane, step.stats.step));
   for (const Timeline::StepRecord& step : timeline.kept_steps()) {
     for (const TimelineEvent& e : step.events) {
       const Action& a = e.action;
@@ -175,6 +197,7 @@ std::string trace_events_fragment(const Timeline& timeline, int rank) {
       if (a.peer >= 0) args += fmt::format(",\"peer\":{}", a.peer);
       const double wait = e.ready_us - e.start_us;
       if (wait > 0) args += fmt::format(",\"wait_us\":{:.3f}", wait);
+      if (e.comm_wait_us > 0) args += fmt::format(",\"comm_wait_us\":{:.3f}", e.comm_wait_us);
       append_event(out,
                    fmt::format("{{\"name\":{},\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3f},"
                                "\"dur\":{:.3f},\"pid\":{},\"tid\":{},\"args\":{{{}}}}}",

@@ -21,6 +21,21 @@ double ring_s(double bytes, int g, const LinkSpec& link, int passes) {
   return double(passes) * double(g - 1) * link.seconds(bytes / double(g));
 }
 
+// ZeroPP prefetch (overlap on): UNSHARD posts every unit's gather at once, the gathers cross the
+// link one after another (`gather_s`, in compute order) and unit i computes (`compute_s`) once
+// its own gather and unit i - 1 are done. Returns how much later the stage's compute ends than
+// without any gather: the communication compute did not hide.
+double prefetched_gather_s(const std::vector<double>& gather_s,
+                           const std::vector<double>& compute_s) {
+  double arrived = 0, done = 0, busy = 0;
+  for (size_t i = 0; i < gather_s.size(); ++i) {
+    arrived += gather_s[i];
+    done = std::max(done, arrived) + compute_s[i];
+    busy += compute_s[i];
+  }
+  return done - busy;
+}
+
 // Bytes crossing the wire per micro-batch row: the wire dtype's elements, and for the FP8 wire
 // one FP32 scale per token.
 double wire_bytes_per_row(const ModelShape& m, DType wire) {
@@ -140,12 +155,17 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
     double F = 0, B = 0, I = 0, W = 0;
     std::vector<UnitCost> costs;
     std::vector<UnitKind> kinds;
+    std::vector<double> unit_gather_s, unit_forward_s;
     for (int u = plan.layout.begin(s); u < plan.layout.end(s); ++u) {
       const UnitKind kind = unit_kind(m, u);
       const UnitCost c = g.profile->cost(kind, g.rows);
       const double redo = plan.recompute && kind == UnitKind::block ? c.forward_s : 0;
       F += c.forward_s, B += c.backward_s + redo, I += c.input_s + redo, W += c.weight_s;
       stage_params[size_t(s)] += params_of_unit(u);
+      const double unit_bytes = params_of_unit(u) * compute_bytes;
+      unit_gather_s.push_back(ring_s(unit_bytes, g.size, g.link, 1) +
+                              host_s(g, unit_bytes + unit_bytes / double(g.size)));
+      unit_forward_s.push_back(c.forward_s);
       optimizer[size_t(q)] += c.optimizer_s / (plan.fsdp ? double(g.size) : 1.0);
       state[size_t(q)] += unit_state_bytes(m, kind, in.dtype, g.size, plan.fsdp);
       costs.push_back(c);
@@ -173,9 +193,12 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
     const double param_bytes = stage_params[size_t(s)] * compute_bytes;
     const double grad_bytes = stage_params[size_t(s)] * 4.0;
     if (plan.fsdp) {
+      // With overlap each unit waits for its own gather while the later ones move (the
+      // forward's order; a period that starts with a backward is costed the same way).
       d.set(s, ActionKind::UNSHARD,
-            ring_s(param_bytes, g.size, g.link, 1) +
-                host_s(g, param_bytes + param_bytes / double(g.size)));
+            plan.overlap ? prefetched_gather_s(unit_gather_s, unit_forward_s)
+                         : ring_s(param_bytes, g.size, g.link, 1) +
+                               host_s(g, param_bytes + param_bytes / double(g.size)));
       d.set(s, ActionKind::REDUCE_GRAD,
             ring_s(grad_bytes, g.size, g.link, 1) +
                 host_s(g, grad_bytes + grad_bytes / double(g.size)));

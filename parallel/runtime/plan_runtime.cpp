@@ -29,6 +29,8 @@ PlanRuntime::PlanRuntime(Plan plan, nn::Model& model, comm::Communicator& job, i
                                 .group_sizes = plan_.group_sizes,
                                 .fsdp = plan_.fsdp,
                                 .wire_dtype = plan_.wire_dtype,
+                                .overlap = plan_.overlap,
+                                .segment_bytes = plan_.segment_bytes,
                                 .loss_micro_batches = plan_.global_micro_batches()});
   host_ = &model.device().runtime().cpu();
   Device& host = *host_;

@@ -74,6 +74,14 @@ TEST(Plan, CheckRefusesWhatNoRuntimeCanRunNamingTheSource) {
   p.devices.pop_back();
   EXPECT_NE(config_error([&] { p.check(); }).find("5 devices for a plan of 6 ranks"),
             std::string::npos);
+  p = hetero_replicated();
+  p.overlap = false;  // the no-overlap baseline: plain schedules only
+  EXPECT_NO_THROW(p.check());
+  p.lead = 1;
+  EXPECT_NE(config_error([&] { p.check(); })
+                .find("overlap off (blocking sends, a baseline) runs gpipe, 1f1b and zb-h1 without "
+                      "a lead; this plan has 1f1b with lead 1 and 1 chunks"),
+            std::string::npos);
 }
 
 TEST(Plan, DescribesItselfInOneLine) {

@@ -102,8 +102,13 @@ struct ParallelConfig {
   ParallelMode mode = ParallelMode::single;
   double bucket_mb = 25;                        // gradient all-reduce bucket size in MiB (dp)
   ScheduleKind schedule = ScheduleKind::k1F1B;  // pipeline: gpipe, 1f1b, interleaved-1f1b, zb-h1
-  int64_t chunks = 1;        // pipeline: model chunks (stages) per rank, interleaved-1f1b
-  int64_t lead = 0;          // pipeline, 1f1b: micro-batches each group runs ahead of the next
+  int64_t chunks = 1;  // pipeline: model chunks (stages) per rank, interleaved-1f1b
+  int64_t lead = 0;    // pipeline, 1f1b: micro-batches each group runs ahead of the next
+  // pipeline: transfers run while the rank computes; false: every send blocks its rank until its
+  // last byte has left (the baseline that shows what overlap buys).
+  bool overlap = true;
+  // pipeline: KiB of wire bytes per segment of an activation or gradient transfer; 0: whole.
+  int64_t segment_kb = 0;
   std::string stage_layers;  // pipeline: blocks per stage, "3,1"; empty: as even as possible
   // pipeline: ranks per stage group, "2,1" (HeteroPP: a group splits each micro-batch's rows);
   // empty: one rank per group.

@@ -70,6 +70,8 @@ parallel::Plan plan_from_config(const TrainConfig& c, int world_size) {
   plan.schedule = pipeline ? p.schedule : ScheduleKind::k1F1B;
   plan.chunks = pipeline ? int(p.chunks) : 1;
   plan.lead = pipeline ? int(p.lead) : 0;
+  plan.overlap = p.overlap;
+  plan.segment_bytes = size_t(p.segment_kb) << 10;
   const int stages = plan.positions() * plan.chunks;
   const int layers = int(c.model.n_layers);
   if (!pipeline || p.stage_layers.empty()) {

@@ -142,6 +142,14 @@ const KeyInfo kKeys[] = {
      "pipeline, 1f1b: micro-batches each group runs ahead of the next, so that a slow link's "
      "round trip overlaps compute (more stashed activations)",
      at_least(0)},
+    {"parallel.overlap", KT::boolean, &field<&TC::parallel, &PC::overlap>,
+     "pipeline: transfers between ranks run while the rank computes; false: every send blocks "
+     "its rank until its last byte has left the link (a baseline: the cost of no overlap)"},
+    {"parallel.segment_kb", KT::integer, &field<&TC::parallel, &PC::segment_kb>,
+     "pipeline: each activation or gradient transfer goes in segments of about this many KiB "
+     "on the wire (at most 64 per piece), each converted to the wire dtype and sent as soon as "
+     "it is, and converted back as it arrives; 0: one message per piece",
+     at_least(0)},
     {"parallel.stage_layers", KT::string, &field<&TC::parallel, &PC::stage_layers>,
      "pipeline: transformer blocks per stage, comma-separated (\"3,1\"); empty: even split"},
     {"parallel.stage_ranks", KT::string, &field<&TC::parallel, &PC::stage_ranks>,

@@ -1,7 +1,9 @@
 // FlatParamGroup in forked ranks (groups of 1, 2 and 3):
 // - sharding then unsharding rebuilds every parameter bit for bit, in f32 and bf16, with N
-//   divisible by the group size or not (and smaller than it), twice in a row; resharded values
-//   are undefined and a layer using one fails;
+//   divisible by the group size or not (and smaller than it), three times in a row: with
+//   unshard(), with begin_unshard() + finish_unshard() (the prefetch: values stay undefined until
+//   the finish) and with begin_unshard() + unshard(); a reshard() during a gather in flight
+//   finishes it first; resharded values are undefined and a layer using one fails;
 // - reduce_grad leaves scale * (sum over ranks of each rank's distinct gradients) in the shard,
 //   padding zero, accumulates across micro-batches and reshards, and frees the full gradients;
 // - both on the CPU and on virtual chips (device memory);
@@ -50,8 +52,22 @@ void round_trip(RankContext& ctx, const std::string& set_name, DType dtype) {
     H2_CHECK(!p->value.defined() && !p->grad.defined(), "{}: '{}' not released", what, p->name);
   check_shard(g, original, ctx.size(), ctx.rank(), what);
 
-  for (int cycle = 0; cycle < 2; ++cycle) {
-    g.unshard();
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    if (cycle == 0) {
+      g.unshard();
+    } else {
+      g.begin_unshard(/*tag=*/cycle);
+      g.begin_unshard(/*tag=*/cycle);  // already in flight: nothing happens
+      H2_CHECK(g.unshard_in_flight() && !g.is_unsharded(), "{}: no gather in flight", what);
+      for (const models::Param* p : params)
+        H2_CHECK(!p->value.defined(), "{}: '{}' usable before the gather finished", what, p->name);
+      g.poll_unshard();
+      if (cycle == 1)
+        g.finish_unshard();
+      else
+        g.unshard();  // finishes the gather in flight
+      H2_CHECK(!g.unshard_in_flight(), "{}: gather still in flight", what);
+    }
     g.unshard();  // already unsharded: nothing happens
     H2_CHECK(g.is_unsharded() && g.has_full_grads(), "{}: not unsharded", what);
     for (size_t i = 0; i < params.size(); ++i) {
@@ -70,6 +86,12 @@ void round_trip(RankContext& ctx, const std::string& set_name, DType dtype) {
     for (const models::Param* p : params)
       H2_CHECK(!p->value.defined(), "{}: '{}' still has a value", what, p->name);
   }
+  // A reshard with a gather in flight lets the transfers finish before it frees the buffers.
+  g.begin_unshard(/*tag=*/9);
+  g.reshard();
+  H2_CHECK(!g.unshard_in_flight() && !g.is_unsharded(), "{}: gather left in flight", what);
+  for (const models::Param* p : params)
+    H2_CHECK(!p->value.defined(), "{}: '{}' has a value after reshard", what, p->name);
   // A layer touching a resharded weight fails instead of reading freed memory.
   for (size_t i = 0; i < params.size(); ++i) {
     const Shape& shape = g.layout()[i].shape;

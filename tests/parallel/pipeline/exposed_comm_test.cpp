@@ -1,7 +1,8 @@
 // Exposed communication from timeline events (parallel/pipeline/exposed_comm.h), on hand-made
 // events whose answer is counted by hand: a wait splits at the producer's send into a bubble
 // (before) and link time (after); a group's several producers count from the last; collectives
-// count whole; a wait with no remote producer counts nothing.
+// count whole; a wait with no remote producer counts nothing; waits for prefetched gathers inside
+// a compute count whole.
 #include "parallel/pipeline/exposed_comm.h"
 
 #include <gtest/gtest.h>
@@ -28,13 +29,16 @@ TEST(ExposedComm, AWaitCountsFromTheProducersSend) {
       event(Action::comm(K::RECV_F, 1, 0, 0), 3, 3, 4),
       // Waits 5 -> 15 for the activation posted at 11: 4 us of link, 6 of rank 0's forward.
       event(Action::compute(K::F, 1, 0), 5, 15, 25),
-      event(Action::compute(K::B, 1, 0), 25, 25, 40),  // no wait
+      event(Action::compute(K::B, 1, 0), 25, 25, 40),  // no wait for its input, but:
       event(Action::comm(K::SEND_B, 1, 0, 0), 40, 40, 41),
   };
+  std::vector<TimelineEvent> prefetching = rank1;
+  prefetching[3].comm_wait_us = 2.5;  // a unit of B waited 2.5 us for its prefetched gather
   const std::vector<double> ms = exposed_comm_ms({rank0, rank1});
   ASSERT_EQ(ms.size(), 2u);
   EXPECT_DOUBLE_EQ(ms[0], (9 + 2) / 1000.0);
   EXPECT_DOUBLE_EQ(ms[1], (3 + 4) / 1000.0);
+  EXPECT_DOUBLE_EQ(exposed_comm_ms({rank0, prefetching})[1], (3 + 4 + 2.5) / 1000.0);
 }
 
 TEST(ExposedComm, AGroupWaitsForItsLastProducer) {

@@ -1,8 +1,9 @@
 // Timeline and Chrome trace without devices, driven by an injected clock:
-// - busy, wall and bubble of a step with controlled durations (input waits count as idle);
+// - busy, wall and bubble of a step with controlled durations (input waits and waits for
+//   prefetched gathers count as idle);
 // - peak stashes from a fake stash counter, the kept-steps bound and misuse errors;
 // - the trace JSON parses, with one X event per action (pid rank, tid stage, ts with the clock
-//   offset, dur), a "wait" child, and metadata names;
+//   offset, dur), a "wait" child, and metadata names; transfers on a communication lane;
 // - 1F1B (p = 4, m = 8) replayed from the simulator's timeline: the Timeline's figures are the
 //   simulator's (bubble 9/33, busy 24 per rank, peak stashes [4, 3, 2, 1]);
 // - the metrics helpers (JSON fields, progress fields).
@@ -14,6 +15,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/error.h"
@@ -58,7 +60,12 @@ TEST(PipelineTimeline, BusyWallAndBubbleOfAStep) {
   // F waits for its input from 2000 to 3000: one millisecond of idle inside the action.
   run_action(t, c, Action::compute(ActionKind::F, 1, 0), 2000, 5000, 3000);
   run_action(t, c, Action::comm(ActionKind::SEND_F, 1, 0, 2), 5000, 5500);
-  run_action(t, c, Action::compute(ActionKind::B, 1, 0), 6000, 10000);
+  // B waits 0.5 ms inside for a prefetched FSDP gather of one of its units: idle, not busy.
+  c.now = 6000;
+  t.action_started(Action::compute(ActionKind::B, 1, 0));
+  t.comm_waited(500);
+  c.now = 10000;
+  t.action_finished(Action::compute(ActionKind::B, 1, 0));
   run_action(t, c, Action::stage_wide(ActionKind::REDUCE_GRAD, 1), 10000, 11000);
   c.now = 13000;
   t.step_finished();
@@ -66,9 +73,10 @@ TEST(PipelineTimeline, BusyWallAndBubbleOfAStep) {
   const auto s = t.last_step();
   ASSERT_TRUE(s);
   EXPECT_EQ(s->step, 1);
-  EXPECT_NEAR(s->busy_ms, 2.0 + 4.0, kEps);  // F from ready, B whole; transfers and reduce idle
+  // F from ready, B less its gather wait; transfers and reduce idle.
+  EXPECT_NEAR(s->busy_ms, 2.0 + 3.5, kEps);
   EXPECT_NEAR(s->wall_ms, 12.0, kEps);
-  EXPECT_NEAR(s->bubble, 0.5, kEps);
+  EXPECT_NEAR(s->bubble, 1 - 5.5 / 12.0, kEps);
   EXPECT_DOUBLE_EQ(s->start_us, 1000);
   EXPECT_DOUBLE_EQ(s->end_us, 13000);
   EXPECT_EQ(s->peak_stash, (std::map<int, int>{{1, 0}}));  // no counter: the stage, at 0
@@ -80,6 +88,8 @@ TEST(PipelineTimeline, BusyWallAndBubbleOfAStep) {
   EXPECT_DOUBLE_EQ(events[1].ready_us, 3000);
   EXPECT_DOUBLE_EQ(events[1].end_us, 5000);
   EXPECT_DOUBLE_EQ(events[0].ready_us, events[0].start_us);
+  EXPECT_DOUBLE_EQ(events[3].comm_wait_us, 500);
+  EXPECT_DOUBLE_EQ(events[1].comm_wait_us, 0);
 }
 
 TEST(PipelineTimeline, PeakStashPerStageFromTheCounter) {
@@ -162,7 +172,7 @@ nlohmann::json parse(const std::string& text) {
 std::vector<nlohmann::json> action_events(const nlohmann::json& trace) {
   std::vector<nlohmann::json> out;
   for (const auto& e : trace.at("traceEvents"))
-    if (e.at("ph") == "X" && e.at("cat") != "wait") out.push_back(e);
+    if (e.at("ph") == "X" && e.at("cat") != "wait" && e.at("cat") != "transfer") out.push_back(e);
   return out;
 }
 
@@ -229,6 +239,43 @@ TEST(PipelineTraceEvents, OneCompleteEventPerActionWithMetadata) {
   EXPECT_EQ(thread->at("args").at("name"), "stage 6");
   EXPECT_TRUE(metadata(trace, "process_sort_index", 2));
   EXPECT_TRUE(metadata(trace, "thread_sort_index", 2, 2));
+}
+
+// The communication lane: each transfer from its posting to its observed completion, on a track
+// of its own below the stages; one posted and never seen complete ends with the step.
+TEST(PipelineTraceEvents, TransfersFillACommunicationLane) {
+  ManualClock c;
+  Timeline t({}, {}, c.clock());
+  t.step_started();
+  c.now = 2;
+  t.transfer_posted(7, "gather unit 3");
+  run_action(t, c, Action::compute(ActionKind::F, 1, 0), 2, 6);
+  t.transfer_posted(8, "SEND_F 1.0 -> rank 2");
+  c.now = 9;
+  t.transfer_done(7);
+  c.now = 12;
+  t.step_finished();
+  EXPECT_THROW(t.transfer_done(8), Error);  // closed with the step
+  ASSERT_EQ(t.kept_steps().back().transfers.size(), 2u);
+
+  const nlohmann::json trace = parse(trace_json({trace_events_fragment(t, 0)}));
+  std::map<std::string, nlohmann::json> spans;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.value("cat", "") == "transfer") spans[e.at("name")] = e;
+  ASSERT_EQ(spans.size(), 2u);
+  const auto& gather = spans.at("gather unit 3");
+  EXPECT_DOUBLE_EQ(gather.at("ts").get<double>(), 2);
+  EXPECT_DOUBLE_EQ(gather.at("dur").get<double>(), 7);
+  EXPECT_EQ(gather.at("args").at("step"), 1);
+  const auto& send = spans.at("SEND_F 1.0 -> rank 2");
+  EXPECT_DOUBLE_EQ(send.at("ts").get<double>(), 6);
+  EXPECT_DOUBLE_EQ(send.at("dur").get<double>(), 6);  // to the step's end
+  EXPECT_EQ(send.at("tid"), gather.at("tid"));
+  EXPECT_NE(send.at("tid"), 1);  // not the stage's track
+  const auto* lane = metadata(trace, "thread_name", 0, send.at("tid").get<int>());
+  ASSERT_TRUE(lane);
+  EXPECT_EQ(lane->at("args").at("name"), "communication");
+  EXPECT_EQ(action_events(trace).size(), 1u);  // the lane is not an action
 }
 
 TEST(PipelineTraceEvents, EmptyTimelinesStillNameTheirProcess) {

@@ -313,15 +313,42 @@ TEST(CostModel, AGroupOfTwoGathersAndReduces) {
   const double F = 0.34, B = 0.82;
   const double P = kParams, upload = 3 * 2 * 4 * 4 * 8 * kHostS;
   const double optimizer = 0.003 + 3 * 0.004 + 0.002;
-  // FSDP: UNSHARD = (g - 1)(latency + 4P / g / bandwidth) + staging of 4P + 4P / g (f32 copy),
-  // REDUCE_GRAD the same for the f32 gradients; the optimizer runs on half the parameters.
+  // FSDP without overlap: UNSHARD = (g - 1)(latency + 4P / g / bandwidth) + staging of 4P +
+  // 4P / g (f32 copy), REDUCE_GRAD the same for the f32 gradients; the optimizer runs on half the
+  // parameters.
   Plan plan = plan_of({2}, 1, {3}, 3, pipeline::ScheduleKind::k1F1B, 3, 4);
   plan.fsdp = true;
+  plan.overlap = false;
   const double gather = (kLat + 4 * P / 2 / kBw) + (4 * P + 2 * P) * kHostS;
   PlanEstimate e = estimate(plan, c.inputs());
   EXPECT_NEAR(e.pipeline_s, gather + 3 * (F + B) + gather, kTol);
   EXPECT_NEAR(e.step_s, upload + 2 * gather + 3 * (F + B) + optimizer / 2, kTol);
   EXPECT_NEAR(e.comm_s, 2 * gather, kTol);
+  // With overlap the units' gathers (each the formula above for its own parameters) arrive one
+  // after another and unit i's forward starts once its gather and unit i - 1 are done: UNSHARD
+  // costs the forward's delay, here by hand for embedding, 3 blocks, head.
+  {
+    const auto& units = c.profiles.by_chip.at("chip-a").by_rows.at(2);
+    const double params[5] = {double(c.m.embedding_parameters()), double(c.m.block_parameters()),
+                              double(c.m.block_parameters()), double(c.m.block_parameters()),
+                              double(c.m.head_parameters())};
+    const double forward[5] = {units[0].forward_s, units[1].forward_s, units[1].forward_s,
+                               units[1].forward_s, units[2].forward_s};
+    double arrived = 0, done = 0, busy = 0;
+    for (int i = 0; i < 5; ++i) {
+      arrived += (kLat + 4 * params[i] / 2 / kBw) + (4 * params[i] + 2 * params[i]) * kHostS;
+      done = std::max(done, arrived) + forward[i];
+      busy += forward[i];
+    }
+    const double prefetched = done - busy;
+    ASSERT_GT(prefetched, 0);
+    ASSERT_LT(prefetched, gather);  // the forward hides part of it
+    plan.overlap = true;
+    const PlanEstimate o = estimate(plan, c.inputs());
+    EXPECT_NEAR(o.pipeline_s, prefetched + 3 * (F + B) + gather, kTol);
+    EXPECT_NEAR(o.comm_s, prefetched + gather, kTol);
+    plan.overlap = false;
+  }
   ASSERT_EQ(e.positions.size(), 1u);
   EXPECT_EQ(e.positions[0].ranks, 2);
   const auto& u = c.profiles.by_chip.at("chip-a").by_rows.at(2);

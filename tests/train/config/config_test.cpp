@@ -59,6 +59,8 @@ parallel:
   schedule: interleaved-1f1b
   chunks: 2
   lead: 1
+  overlap: false
+  segment_kb: 64
   stage_layers: "3,3"
   stage_ranks: "2,1"
   fsdp: true
@@ -131,6 +133,8 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.parallel.schedule, ScheduleKind::kInterleaved1F1B);
   EXPECT_EQ(c.parallel.chunks, 2);
   EXPECT_EQ(c.parallel.lead, 1);
+  EXPECT_FALSE(c.parallel.overlap);
+  EXPECT_EQ(c.parallel.segment_kb, 64);
   EXPECT_EQ(c.parallel.stage_layers, "3,3");
   EXPECT_EQ(c.parallel.stage_ranks, "2,1");
   EXPECT_TRUE(c.parallel.fsdp);

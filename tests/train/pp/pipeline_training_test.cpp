@@ -7,8 +7,10 @@
 // split each micro-batch's rows and re-split them between groups, FSDP inside the groups
 // (PP=2 x FSDP=2, with ZeroPP gathering per 2 micro-batches, and a (2, 1) plan), and replicas of
 // a pipeline (PP=2 x DP=2, a (2, 1) ZB-H1 pipeline x DP=2, FSDP=2 x DP=2), each replica taking
-// half of the step's micro-batches; and 1F1B with a lead (PP=4, each stage 2 micro-batches
-// further ahead), whose losses also equal the plain schedule's bit for bit.
+// half of the step's micro-batches; 1F1B with a lead (PP=4, each stage 2 micro-batches
+// further ahead) and with overlap off (blocking sends), whose losses equal the plain schedule's
+// bit for bit; narrow wires (BF16, FP8) close to FP32; and segmented transfers equal to whole
+// ones bit for bit.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -130,25 +132,34 @@ INSTANTIATE_TEST_SUITE_P(
         PipelineCase{"pp4_1f1b_lead2", 4, "1f1b", 1, 4, "", false, "", false, 0, 1, 2}),
     [](const auto& info) { return info.param.name; });
 
-// A lead changes when each stage runs, not what: the losses of PP=4 1F1B with a lead of 2 equal
-// the plain schedule's bit for bit (every stage still runs its backwards in micro-batch order).
-TEST(PipelineLead, LossesEqualThePlainScheduleBitForBit) {
+// A lead, or turning overlap off (every send blocks its rank), changes when each stage runs, not
+// what: the losses of PP=4 1F1B with a lead of 2, and with overlap off, equal the plain
+// schedule's bit for bit (every stage still runs its backwards in micro-batch order).
+TEST(PipelineLead, LeadAndOverlapOffLossesEqualThePlainScheduleBitForBit) {
   const fs::path dir = fresh_dir("h2_pp_lead");
   config::TrainConfig base = small_config(dir, 4);
   base.train.steps = 4;
   base.train.eval_every = 0;
   base.train.grad_accum = 8;
   base.parallel.mode = config::ParallelMode::pipeline;
-  std::map<int64_t, double> losses[2];
-  for (int lead : {0, 2}) {
+  struct Variant {
+    const char* name;
+    int lead;
+    bool overlap;
+  };
+  std::map<std::string, std::map<int64_t, double>> losses;
+  for (const Variant& v :
+       {Variant{"plain", 0, true}, Variant{"lead2", 2, true}, Variant{"overlap_off", 0, false}}) {
     config::TrainConfig cfg = base;
-    cfg.parallel.lead = lead;
-    cfg.log.metrics_file = (dir / fmt::format("lead{}.jsonl", lead)).string();
+    cfg.parallel.lead = v.lead;
+    cfg.parallel.overlap = v.overlap;
+    cfg.log.metrics_file = (dir / fmt::format("{}.jsonl", v.name)).string();
     train_on_ranks(cfg, 4);
-    losses[lead / 2] = read_metrics(cfg.log.metrics_file).loss;
+    losses[v.name] = read_metrics(cfg.log.metrics_file).loss;
   }
-  ASSERT_EQ(losses[0].size(), 4u);
-  EXPECT_EQ(losses[1], losses[0]);  // exact double equality
+  ASSERT_EQ(losses["plain"].size(), 4u);
+  EXPECT_EQ(losses["lead2"], losses["plain"]);  // exact double equality
+  EXPECT_EQ(losses["overlap_off"], losses["plain"]);
 }
 
 // Checkpoints cross layouts: one process writes step 2, PP=2 x FSDP=2 resumes it (each rank
@@ -250,6 +261,64 @@ TEST(PipelineWire, NarrowTransfersChangeTheLossOnlySlightly) {
     std::printf(
         "%s wire: largest relative loss difference over 20 steps %.2e, final %.4f vs %.4f\n", name,
         worst, narrow->loss.at(20), wide->loss.at(20));
+  }
+}
+
+// ZeroPP prefetch: with overlap on, UNSHARD only posts the gathers of a stage's units and each
+// unit waits for its own right before it computes; with overlap off each UNSHARD gathers the
+// whole stage first. The gathers move the same bytes, so PP=2 x FSDP=2, gathering per 2
+// micro-batches (several gathers per step, forward and backward), gives equal losses bit for bit.
+// (The FSDP cases above check the prefetching runs against one process.)
+TEST(PipelineFsdp, PrefetchedGathersEqualBlockingOnesBitForBit) {
+  const fs::path dir = fresh_dir("h2_pp_prefetch");
+  config::TrainConfig cfg = small_config(dir, 4);
+  cfg.model.tie_embeddings = false;
+  cfg.train.steps = 3;
+  cfg.train.eval_every = 0;
+  cfg.train.grad_accum = 4;
+  cfg.parallel.mode = config::ParallelMode::pipeline;
+  cfg.parallel.stage_ranks = "2,2";
+  cfg.parallel.fsdp = true;
+  cfg.parallel.gather_group = 2;
+  std::map<int64_t, double> losses[2];
+  for (bool overlap : {true, false}) {
+    cfg.parallel.overlap = overlap;
+    cfg.log.metrics_file = (dir / fmt::format("overlap_{}.jsonl", overlap)).string();
+    train_on_ranks(cfg, 4);
+    losses[overlap ? 1 : 0] = read_metrics(cfg.log.metrics_file).loss;
+  }
+  ASSERT_EQ(losses[0].size(), 3u);
+  EXPECT_EQ(losses[1], losses[0]);
+}
+
+// Segmented transfers (parallel.segment_kb) carry the same values as whole ones: each piece of
+// an activation or gradient goes as 1 KiB segments (bf16: 8 of a 4-row micro-batch's 8 KiB;
+// f8e4m3: 4, each with its own scales; f32 between groups of (2, 1): 8 of each 8 KiB piece), is
+// converted per segment on both ends and lands in place: the losses equal the unsegmented
+// wire's of the same dtype bit for bit.
+TEST(PipelineWire, SegmentedTransfersEqualTheWholeWireBitForBit) {
+  const fs::path dir = fresh_dir("h2_pp_segments");
+  config::TrainConfig cfg = small_config(dir, 4);
+  cfg.model.tie_embeddings = false;
+  cfg.train.steps = 4;
+  cfg.train.eval_every = 2;
+  cfg.train.grad_accum = 4;
+  cfg.parallel.mode = config::ParallelMode::pipeline;
+  auto run = [&](const std::string& wire, int ranks, int segment_kb) {
+    const std::string name = fmt::format("{}_{}_{}", wire, ranks, segment_kb);
+    config::apply_override(cfg, "parallel.wire_dtype=" + wire);
+    cfg.parallel.stage_ranks = ranks == 3 ? "2,1" : "";
+    cfg.parallel.segment_kb = segment_kb;
+    cfg.log.metrics_file = (dir / (name + ".jsonl")).string();
+    train_on_ranks(cfg, ranks);
+    return read_metrics(cfg.log.metrics_file);
+  };
+  for (const auto& [wire, ranks] :
+       {std::pair{"bf16", 2}, std::pair{"f8e4m3", 2}, std::pair{"auto", 3}}) {
+    const Curve whole = run(wire, ranks, 0), segmented = run(wire, ranks, 1);
+    ASSERT_EQ(whole.loss.size(), 4u) << wire;
+    EXPECT_EQ(segmented.loss, whole.loss) << wire << " on " << ranks << " ranks";
+    EXPECT_EQ(segmented.eval_loss, whole.eval_loss) << wire << " on " << ranks << " ranks";
   }
 }
 
