@@ -14,6 +14,8 @@ from planner_bench import cpu_flags  # the machine line every benchmark prints
 JOB = "bench/overlap/job.yaml"
 PLAN = "bench/overlap/plan.yaml"
 CLUSTER = "bench/overlap/cluster.yaml"
+ZEROPP_CLUSTER = "bench/overlap/zeropp-cluster.yaml"
+ZEROPP_PLAN = "bench/overlap/zeropp-plan.yaml"
 
 
 def free_cluster(out):
@@ -26,10 +28,11 @@ def free_cluster(out):
     return path
 
 
-def plan_file(out, lead):
+def plan_file(out, lead, wire="auto"):
     plan = yaml.safe_load(open(PLAN))
     plan["lead"] = lead
-    path = os.path.join(out, f"plan-lead{lead}.yaml")
+    plan["wire_dtype"] = wire
+    path = os.path.join(out, f"plan-lead{lead}-{wire}.yaml")
     yaml.safe_dump(plan, open(path, "w"), sort_keys=False)
     return path
 
@@ -47,9 +50,12 @@ def predict(a, cluster, plan):
 def exposed_from_trace(path, step):
     """Each rank's exposed communication in `step`, recomputed from the Chrome trace alone (the
     definition of parallel/pipeline/exposed_comm.h): a compute action's wait after the last of
-    its producers' SEND_F/SEND_B ended, plus UNSHARD and REDUCE_GRAD whole; milliseconds."""
+    its producers' SEND_F/SEND_B ended, plus UNSHARD and REDUCE_GRAD whole and the waits for
+    other transfers inside compute (comm_wait_us: prefetched gathers, own sends with overlap
+    off); milliseconds."""
     events = [e for e in json.load(open(path))["traceEvents"]
-              if e.get("ph") == "X" and e.get("cat") != "wait" and e["args"]["step"] == step]
+              if e.get("ph") == "X" and e.get("cat") not in ("wait", "transfer")
+              and e["args"]["step"] == step]
     kind_of = lambda e: re.match(r"[A-Z_]*[A-Z]", e["name"]).group(0)
     posted = {}
     for e in events:
@@ -59,18 +65,18 @@ def exposed_from_trace(path, step):
     exposed = {}
     for e in events:
         k, rank = kind_of(e), e["pid"]
-        us = 0.0
+        us = e["args"].get("comm_wait_us", 0.0)
         if k in ("UNSHARD", "REDUCE_GRAD"):
-            us = e["dur"]
+            us += e["dur"]
         elif k in ("F", "B", "I") and e["args"].get("wait_us", 0) > 0:
             key = ("SEND_F" if k == "F" else "SEND_B", e["tid"], e["args"]["microbatch"])
             if key in posted:
-                us = max(0.0, e["ts"] + e["args"]["wait_us"] - max(e["ts"], posted[key]))
+                us += max(0.0, e["ts"] + e["args"]["wait_us"] - max(e["ts"], posted[key]))
         exposed[rank] = exposed.get(rank, 0.0) + us
     return [exposed.get(r, 0.0) / 1000 for r in range(max(exposed) + 1)]
 
 
-def train(a, cluster, plan, name):
+def train(a, cluster, plan, name, extra=()):
     metrics = os.path.join(a.out, f"{name}.jsonl")
     trace = os.path.join(a.out, f"{name}.trace.json")
     if os.path.exists(metrics):
@@ -78,7 +84,7 @@ def train(a, cluster, plan, name):
     cmd = [f"{a.bin}/h2run", "-n", "4", "--cluster", cluster, "--", f"{a.bin}/h2", "train", JOB,
            "--set", f"parallel.plan={plan}", "--set", f"cluster.file={cluster}",
            "--set", f"train.steps={a.steps}", "--set", f"log.metrics_file={metrics}",
-           "--set", f"log.trace_file={trace}"]
+           "--set", f"log.trace_file={trace}", *extra]
     with open(os.path.join(a.out, f"{name}.log"), "w") as log:
         p = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
     if p.returncode != 0:
@@ -101,37 +107,74 @@ def main():
     p.add_argument("--rounds", type=int)
     p.add_argument("--steps", type=int)
     p.add_argument("--leads", type=int, nargs="+")
+    p.add_argument("--only", default="",
+                   help="run only the variants whose names match this regular expression (the "
+                        "summary needs overlap-off-lead0, the smallest lead and its free link)")
+    p.add_argument("--zeropp", action="store_true",
+                   help="also run the ZeroPP plan with prefetched gathers and with overlap off")
+    p.add_argument("--segments", type=int, nargs="*", default=[],
+                   help="segment sizes (KiB) to run at the largest lead with a BF16 wire (the "
+                        "cluster's chips have no FP8)")
     a = p.parse_args()
     a.leads = sorted(a.leads)
     free = free_cluster(a.out)
-    variants = [(f"lead{l}", CLUSTER, plan_file(a.out, l)) for l in a.leads]
+    # (name, cluster, plan, extra settings); overlap-off: blocking sends, the no-overlap baseline.
+    off = ("--set", "parallel.overlap=false")
+    variants = [("overlap-off-lead0", CLUSTER, plan_file(a.out, 0), off)]
+    variants += [(f"lead{l}", CLUSTER, plan_file(a.out, l), ()) for l in a.leads]
     for l in sorted({a.leads[0], a.leads[-1]}):
-        variants.append((f"free-link-lead{l}", free, plan_file(a.out, l)))
-    runs = {name: [] for name, _, _ in variants}
+        variants.append((f"free-link-lead{l}", free, plan_file(a.out, l), ()))
+    for kb in a.segments:  # whole pieces (0) against segments, the wire codec per segment
+        variants.append((f"lead{a.leads[-1]}-bf16-segment{kb}k", CLUSTER,
+                         plan_file(a.out, a.leads[-1], "bf16"),
+                         ("--set", f"parallel.segment_kb={kb}")))
+    zeropp = [("zeropp-overlap-off", ZEROPP_CLUSTER, ZEROPP_PLAN, off),
+              ("zeropp-prefetch", ZEROPP_CLUSTER, ZEROPP_PLAN, ())] if a.zeropp else []
+    if a.only:
+        variants = [v for v in variants if re.search(a.only, v[0])]
+        zeropp = [v for v in zeropp if re.search(a.only, v[0])]
+    runs = {v[0]: [] for v in variants + zeropp}
     for r in range(a.rounds):
-        for name, cluster, plan in variants:
+        for name, cluster, plan, extra in variants + zeropp:
             print(f"== round {r + 1}/{a.rounds}: {name}", flush=True)
-            runs[name].append(train(a, cluster, plan, f"{name}.{r + 1}"))
-    free_ms = statistics.median(x["step_ms"] for x in runs[f"free-link-lead{a.leads[0]}"])
-    base_ms = statistics.median(x["step_ms"] for x in runs[f"lead{a.leads[0]}"])
+            runs[name].append(train(a, cluster, plan, f"{name}.{r + 1}", extra))
+    def median_ms(name):  # nan for a variant --only left out
+        xs = runs.get(name)
+        return statistics.median(x["step_ms"] for x in xs) if xs else float("nan")
+    free_ms = median_ms(f"free-link-lead{a.leads[0]}")
+    base_ms = median_ms(f"lead{a.leads[0]}")
+    off_ms = median_ms("overlap-off-lead0")
     _, detail = predict(a, CLUSTER, plan_file(a.out, 0))
     report = [f"# Overlap benchmark\n\nMachine: {cpu_flags()}\n",
               f"Cluster {CLUSTER} (cross-type link 9 MB/s), {JOB}, {a.steps} steps, "
               f"{a.rounds} rounds; step time: the median of the rounds' last logged interval.\n",
               "| variant | predicted ms | measured ms (median) | runs | vs compute-only | "
-              f"speed-up over lead {a.leads[0]} | idle ms per rank | exposed comm ms per rank | "
-              "peak stash | worst overrun |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, cluster, plan in variants:
+              f"speed-up over lead {a.leads[0]} | speed-up over overlap off | idle ms per rank | "
+              "exposed comm ms per rank | peak stash | worst overrun |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, cluster, plan, extra in variants:
         xs = runs[name]
         ms = statistics.median(x["step_ms"] for x in xs)
-        predicted, _ = predict(a, cluster, plan)
+        # The cost model plans overlapped runs only; the baseline has no prediction.
+        predicted = float("nan") if extra else predict(a, cluster, plan)[0]
         idle = [round(statistics.median(x["idle_ms"][k] for x in xs)) for k in range(4)]
         exposed = [round(statistics.median(x["exposed_ms"][k] for x in xs)) for k in range(4)]
         report.append(
             f"| {name} | {predicted:.0f} | {ms:.0f} | {', '.join('%.0f' % x['step_ms'] for x in xs)}"
-            f" | {ms / free_ms:.3f} | {base_ms / ms:.2f}x | {idle} | {exposed} | "
+            f" | {ms / free_ms:.3f} | {base_ms / ms:.2f}x | {off_ms / ms:.2f}x | {idle} | {exposed} | "
             f"{xs[-1]['peak_stash']} | {100 * max(x['overrun'] for x in xs):.2f}% |")
+    if zeropp:
+        z_off = median_ms("zeropp-overlap-off")
+        report += [f"\nZeroPP prefetch ({ZEROPP_CLUSTER}, {ZEROPP_PLAN}):\n",
+                   "| variant | measured ms (median) | runs | speed-up over overlap off | "
+                   "exposed comm ms per rank | worst overrun |", "|---|---|---|---|---|---|"]
+        for name, _, _, _ in zeropp:
+            xs = runs[name]
+            ms = statistics.median(x["step_ms"] for x in xs)
+            exposed = [round(statistics.median(x["exposed_ms"][k] for x in xs)) for k in range(4)]
+            report.append(f"| {name} | {ms:.0f} | "
+                          f"{', '.join('%.0f' % x['step_ms'] for x in xs)} | {z_off / ms:.2f}x | "
+                          f"{exposed} | {100 * max(x['overrun'] for x in xs):.2f}% |")
     worst = max(x["disagreement"] for xs in runs.values() for x in xs)
     report.append(f"\nExposed communication in the metrics against the same figure recomputed from "
                   f"the Chrome trace (bench/overlap_bench.py, exposed_from_trace), ranks that "
