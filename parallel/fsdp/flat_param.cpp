@@ -109,25 +109,32 @@ void FlatParamGroup::check_layout_agrees() {
   }
 }
 
+Tensor FlatParamGroup::rounded_master() const {
+  // Round to the compute dtype first, so the gather moves compute-dtype bytes.
+  return dtype_ == DType::f32 ? master_ : master_.to(dtype_);
+}
+
+void FlatParamGroup::use_full(Tensor full) {
+  full_ = std::move(full);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const FlatSlot& s = layout_[i];
+    params_[i]->value = full_.slice(0, s.offset, s.offset + s.numel).view(s.shape);
+  }
+}
+
 void FlatParamGroup::unshard() {
   if (gathering_.defined()) return finish_unshard();
   if (!full_.defined()) {
-    // Round to the compute dtype first, so the all-gather moves compute-dtype bytes.
-    Tensor send = dtype_ == DType::f32 ? master_ : master_.to(dtype_);
     Tensor full = Tensor::empty({padded_numel()}, dtype_, *device_);
-    group_->all_gather(full, send);
-    full_ = full;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const FlatSlot& s = layout_[i];
-      params_[i]->value = full_.slice(0, s.offset, s.offset + s.numel).view(s.shape);
-    }
+    group_->all_gather(full, rounded_master());
+    use_full(std::move(full));
   }
   if (!full_grad_.defined()) allocate_full_grads();
 }
 
 void FlatParamGroup::begin_unshard(int tag) {
   if (full_.defined() || gathering_.defined()) return;
-  gather_source_ = dtype_ == DType::f32 ? master_ : master_.to(dtype_);
+  gather_source_ = rounded_master();
   gathering_ = Tensor::empty({padded_numel()}, dtype_, *device_);
   ops::copy({.out = gathering_.slice(0, shard_offset(), shard_offset() + shard_numel_),
              .in = gather_source_});
@@ -148,13 +155,9 @@ void FlatParamGroup::finish_unshard() {
   if (gathering_.defined()) {
     for (auto& request : gather_requests_) request->wait();
     gather_requests_.clear();
-    full_ = std::move(gathering_);
+    use_full(std::move(gathering_));
     gathering_ = Tensor();
     gather_source_ = Tensor();
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const FlatSlot& s = layout_[i];
-      params_[i]->value = full_.slice(0, s.offset, s.offset + s.numel).view(s.shape);
-    }
   }
   if (full_.defined() && !full_grad_.defined()) allocate_full_grads();
 }

@@ -94,6 +94,8 @@ class FlatParamGroup {
 
  private:
   void check_layout_agrees();
+  Tensor rounded_master() const;  // the master shard in the compute dtype
+  void use_full(Tensor full);     // keeps the full buffer and points every Param into it
   void allocate_full_grads();
   void release_full_grads();
 

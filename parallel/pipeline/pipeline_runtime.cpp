@@ -26,6 +26,11 @@ Tensor take(std::map<Key, Tensor>& box, const Key& key) {
   return t;
 }
 
+double microseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 // Whether the first compute of actions[i]'s stage after position i is a backward (B, I or W).
 bool next_compute_is_backward(const std::vector<Action>& actions, size_t i) {
   for (size_t j = i + 1; j < actions.size(); ++j)
@@ -152,8 +157,7 @@ void PipelineRuntime::await_gather(int unit) {
   const auto start = std::chrono::steady_clock::now();
   it->second->finish_unshard();
   if (!lane_) return;
-  lane_->comm_waited(
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  lane_->comm_waited(microseconds_since(start));
   gather_done(unit);
 }
 
@@ -168,10 +172,7 @@ void PipelineRuntime::settle_sends() {
   if (overlap_ || sends_.empty()) return;
   const auto start = std::chrono::steady_clock::now();
   wait_sends();
-  if (lane_)
-    lane_->comm_waited(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count());
+  if (lane_) lane_->comm_waited(microseconds_since(start));
 }
 
 void PipelineRuntime::poll_gathers(int stage) {

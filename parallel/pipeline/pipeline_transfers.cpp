@@ -26,8 +26,8 @@ int PipelineRuntime::tag(int from_stage, int mb, bool gradient, int part, int se
 
 std::vector<std::pair<int64_t, int64_t>> PipelineRuntime::segments_of(int64_t tokens) const {
   const DType wire = wire_dtype_.value_or(model_.dtype());
-  return transfer_segments(tokens, int64_t(dtype_bits(wire) / 8) * model_.hidden_size(),
-                           segment_bytes_, kMaxSegments);
+  return transfer_segments(tokens, dtype_storage_bytes(wire, model_.hidden_size()), segment_bytes_,
+                           kMaxSegments);
 }
 
 namespace {

@@ -57,7 +57,7 @@ void Timeline::action_ready(const Action& action) {
 }
 
 void Timeline::comm_waited(double microseconds) {
-  H2_CHECK(running_, "a gather wait of {} us outside an action", microseconds);
+  H2_CHECK(running_, "a transfer wait of {} us outside an action", microseconds);
   running_->comm_wait_us += microseconds;
 }
 

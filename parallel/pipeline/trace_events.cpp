@@ -93,7 +93,7 @@ void align_clocks(comm::Communicator& job, Device& host, Timeline& timeline, int
 
 PipelineStepStats gather_step_stats(comm::Communicator& job, Device& host, const Timeline& mine) {
   // [step, aligned, start, end, wall_ms, busy_ms, peaks P, P stage and peak pairs, then per event
-  // of the step kind, stage, micro-batch, peer, start, ready, end]; empty: no step.
+  // of the step kind, stage, micro-batch, peer, start, ready, end, comm wait]; empty: no step.
   constexpr size_t kFixed = 7, kPerEvent = 8;
   std::vector<double> mine_packed;
   if (const auto last = mine.last_step()) {

@@ -130,6 +130,11 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
   auto host_s = [&](const Group& g, double bytes) {  // a staging copy over the chip's host link
     return bytes / (g.chip->link_bandwidth / (g.chip->time_scale * cluster.time_scale));
   };
+  // An FSDP all-gather or reduce-scatter of `bytes` over a group: the ring, plus staging of the
+  // shard in and the whole out.
+  auto sharded_collective_s = [&](const Group& g, double bytes) {
+    return ring_s(bytes, g.size, g.link, 1) + host_s(g, bytes + bytes / double(g.size));
+  };
   auto params_of_unit = [&](int u) -> double {
     switch (unit_kind(m, u)) {
       case UnitKind::embedding:
@@ -162,9 +167,7 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
       const double redo = plan.recompute && kind == UnitKind::block ? c.forward_s : 0;
       F += c.forward_s, B += c.backward_s + redo, I += c.input_s + redo, W += c.weight_s;
       stage_params[size_t(s)] += params_of_unit(u);
-      const double unit_bytes = params_of_unit(u) * compute_bytes;
-      unit_gather_s.push_back(ring_s(unit_bytes, g.size, g.link, 1) +
-                              host_s(g, unit_bytes + unit_bytes / double(g.size)));
+      unit_gather_s.push_back(sharded_collective_s(g, params_of_unit(u) * compute_bytes));
       unit_forward_s.push_back(c.forward_s);
       optimizer[size_t(q)] += c.optimizer_s / (plan.fsdp ? double(g.size) : 1.0);
       state[size_t(q)] += unit_state_bytes(m, kind, in.dtype, g.size, plan.fsdp);
@@ -197,11 +200,8 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
       // forward's order; a period that starts with a backward is costed the same way).
       d.set(s, ActionKind::UNSHARD,
             plan.overlap ? prefetched_gather_s(unit_gather_s, unit_forward_s)
-                         : ring_s(param_bytes, g.size, g.link, 1) +
-                               host_s(g, param_bytes + param_bytes / double(g.size)));
-      d.set(s, ActionKind::REDUCE_GRAD,
-            ring_s(grad_bytes, g.size, g.link, 1) +
-                host_s(g, grad_bytes + grad_bytes / double(g.size)));
+                         : sharded_collective_s(g, param_bytes));
+      d.set(s, ActionKind::REDUCE_GRAD, sharded_collective_s(g, grad_bytes));
     } else if (g.size > 1) {
       d.set(s, ActionKind::REDUCE_GRAD,
             ring_s(grad_bytes, g.size, g.link, 2) + host_s(g, 2 * grad_bytes));
