@@ -2,6 +2,8 @@
 # Communication benchmark: `h2 comm-bench` against Open MPI (bench/peers/mpi_allreduce.c, built
 # as h2_peer_mpi) and ucx_perftest, same machine, same sizes, alternating runs, ROUNDS of each:
 #   all_reduce f32, 8 B .. 64 MiB by 2, at each rank count in RANKS (H2, then Open MPI);
+#   all_reduce f32, 8 B .. 4 KiB again with SMALL_ITERS calls per size (latency: 20 calls of a
+#     0.4 us collective time the clock and one stall, not the collective), and barrier latency;
 #   sendrecv 8 B latency (ring: rank r sends to r+1, receives from r-1) at each rank count;
 #   ucx_perftest -t tag_lat -s 8 between two processes over shared memory (UCX_TLS=sm).
 # Ranks start with `mpirun --allow-run-as-root --oversubscribe -np N`. Each run starts on a
@@ -12,7 +14,7 @@
 # Usage: bench/comm_bench.sh [OUT_DIR]   (default build/comm-bench)
 #   env: ROUNDS (5), BUILD (build), H2 ($BUILD/bin/h2), PEER ($BUILD/bin/h2_peer_mpi),
 #        RANKS ("2 4"), SIDES ("h2 mpi ucx"; drop h2 where h2 has no comm-bench), ITERS (20),
-#        WARMUP (5), LAT_ITERS (100000), LAT_WARMUP (1000), UCX_ITERS (100000), TRIES (5),
+#        WARMUP (5), SMALL_ITERS (20000), LAT_ITERS (100000), LAT_WARMUP (1000), UCX_ITERS (100000), TRIES (5),
 #        QUIET (1; 0 skips waiting for a quiet machine but still logs disturbed runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,7 @@ read -ra ranks <<<"${RANKS:-2 4}"
 sides=" ${SIDES:-h2 mpi ucx} "
 iters=${ITERS:-20}
 warmup=${WARMUP:-5}
+small_iters=${SMALL_ITERS:-20000}
 lat_iters=${LAT_ITERS:-100000}
 lat_warmup=${LAT_WARMUP:-1000}
 ucx_iters=${UCX_ITERS:-100000}
@@ -62,7 +65,7 @@ ucx_tag_lat() {
 {
   echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
   echo "# $(mpirun --version 2>&1 | head -1); $(ucx_info -v 2>&1 | head -1 | sed 's/^# //')"
-  echo "# rounds $rounds, ranks ${ranks[*]}, sides${sides% }, iters $iters, warmup $warmup, latency iters $lat_iters"
+  echo "# rounds $rounds, ranks ${ranks[*]}, sides${sides% }, iters $iters, warmup $warmup, small iters $small_iters, latency iters $lat_iters"
 } >"$out/machine.txt"
 
 for i in $(seq "$rounds"); do
@@ -74,6 +77,22 @@ for i in $(seq "$rounds"); do
     if [[ $sides == *" mpi "* ]]; then
       run "mpi.allreduce.np$n.$i" "${mpirun[@]}" -np "$n" \
         "$peer" all_reduce -b 8 -e 64M -f 2 -n "$iters" -w "$warmup"
+    fi
+    if [[ $sides == *" h2 "* ]]; then
+      run "h2.small.np$n.$i" "${mpirun[@]}" -np "$n" \
+        "$h2" comm-bench all_reduce -b 8 -e 4K -f 2 -n "$small_iters" -w "$lat_warmup"
+    fi
+    if [[ $sides == *" mpi "* ]]; then
+      run "mpi.small.np$n.$i" "${mpirun[@]}" -np "$n" \
+        "$peer" all_reduce -b 8 -e 4K -f 2 -n "$small_iters" -w "$lat_warmup"
+    fi
+    if [[ $sides == *" h2 "* ]]; then
+      run "h2.barrier.np$n.$i" "${mpirun[@]}" -np "$n" \
+        "$h2" comm-bench barrier -b 8 -e 8 -n "$small_iters" -w "$lat_warmup"
+    fi
+    if [[ $sides == *" mpi "* ]]; then
+      run "mpi.barrier.np$n.$i" "${mpirun[@]}" -np "$n" \
+        "$peer" barrier -b 8 -e 8 -n "$small_iters" -w "$lat_warmup"
     fi
     if [[ $sides == *" h2 "* ]]; then
       run "h2.sendrecv.np$n.$i" "${mpirun[@]}" -np "$n" \

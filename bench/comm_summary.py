@@ -6,7 +6,9 @@ h2_peer_mpi (SIDE mpi), and ucx_perftest's output (ucx.taglat). Per run it takes
 out-of-place bus bandwidth of the 64 MiB all_reduce row, the out-of-place time of the 8 B
 sendrecv row, and ucx_perftest's average tag latency ("Final:" line); prints the median of each
 over the runs with the run count, and the ratios the acceptance criteria name (H2 / Open MPI
-bus bandwidth; H2 sendrecv latency / ucx_perftest tag latency).
+bus bandwidth; H2 sendrecv latency / ucx_perftest tag latency). From the small all-reduce runs
+(SIDE.small) it prints the out-of-place time per size, 8 B to 4 KiB, medians side by side, and
+from SIDE.barrier the barrier's time per call.
 Usage: bench/comm_summary.py OUT_DIR
 """
 import re
@@ -15,7 +17,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-NAME = re.compile(r"^(h2|mpi|ucx)\.(allreduce|sendrecv|taglat)\.np(\d+)\.(\d+)\.txt$")
+NAME = re.compile(r"^(h2|mpi|ucx)\.(allreduce|small|barrier|sendrecv|taglat)\.np(\d+)\.(\d+)\.txt$")
 
 
 def table_rows(text):
@@ -37,12 +39,46 @@ def figure(test, text):
                 return float(line.split()[3])  # iterations, p50, average, overall, ...
         return None
     rows = table_rows(text)
+    if test == "small":  # size -> out-of-place time (us)
+        times = {}
+        for size, fields in rows.items():
+            try:
+                times[size] = float(fields[5])
+            except ValueError:
+                pass
+        return times or None
     try:
         if test == "allreduce":
             return float(rows[64 << 20][7])  # out-of-place busbw (GB/s)
-        return float(rows[8][5])  # out-of-place time (us)
+        return float(rows[8][5])  # out-of-place time (us) of the 8 B row: sendrecv, barrier
     except (KeyError, ValueError):
         return None
+
+
+def print_small_table(runs, all_ranks):
+    """Small all-reduce: per size and rank count, median out-of-place time of each side."""
+    columns = [r for r in all_ranks if runs.get(("h2", "small", r)) or runs.get(("mpi", "small", r))]
+    if not columns:
+        return
+    sizes = sorted({size for (side, test, r), tables in runs.items() if test == "small"
+                    for table in tables for size in table})
+
+    def med(side, ranks, size):
+        values = [t[size] for t in runs.get((side, "small", ranks), []) if size in t]
+        return (statistics.median(values), len(values)) if values else (None, 0)
+
+    header = "| bytes |" + "".join(f" H2 {r} ranks | Open MPI {r} ranks | H2 / MPI |" for r in columns)
+    print("\nSmall all-reduce, f32, out of place (median time per call, us; runs in parentheses):\n")
+    print(header)
+    print("|---:|" + "---:|---:|---:|" * len(columns))
+    for size in sizes:
+        cells = []
+        for r in columns:
+            h2, nh2 = med("h2", r, size)
+            mpi, nmpi = med("mpi", r, size)
+            ratio = f"{h2 / mpi:.2f}" if h2 and mpi else "-"
+            cells += [f"{h2:.2f} ({nh2})" if h2 else "-", f"{mpi:.2f} ({nmpi})" if mpi else "-", ratio]
+        print(f"| {size} | " + " | ".join(cells) + " |")
 
 
 def main():
@@ -92,11 +128,20 @@ def main():
             ratios.append(f"H2/MPI {h2 / mpi:.2f}x")
         print(f"| sendrecv 8 B latency (us) | {ranks} | {cell(h2, nh2, 2)} | "
               f"{cell(mpi, nmpi, 2)} | - | {', '.join(ratios) or '-'} |")
+    for ranks in all_ranks:
+        h2, nh2 = med("h2", "barrier", ranks)
+        mpi, nmpi = med("mpi", "barrier", ranks)
+        if h2 is None and mpi is None:
+            continue
+        ratio = f"H2/MPI {h2 / mpi:.2f}x" if h2 and mpi else "-"
+        print(f"| barrier latency (us) | {ranks} | {cell(h2, nh2, 2)} | {cell(mpi, nmpi, 2)} | - "
+              f"| {ratio} |")
     if ucx is not None:
         print(f"| ucx_perftest tag_lat 8 B, UCX_TLS=sm (us) | 2 | - | - | {cell(ucx, nucx, 3)} | - |")
     print("\nMedians over runs (run count in parentheses). busbw: out-of-place column of the "
           "64 MiB row; latency: out-of-place time of the 8 B sendrecv row (ring: send to r+1, "
           "receive from r-1); ucx_perftest: average one-way tag latency.")
+    print_small_table(runs, all_ranks)
     if missing:
         print(f"\nRuns without the figure (failed or cut short): {', '.join(missing)}")
 

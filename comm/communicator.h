@@ -55,6 +55,9 @@ class Communicator {
   // Emulated links (an emulated cluster's paced transfers, this process's): how often a transfer
   // arrived later than its link allowed (core/device.h). Zero where links are real.
   virtual PacingStats link_pacing() const { return {}; }
+  // Moves the transfers in flight once (a progress helper's poll: it completes no Request and
+  // touches no tensor). Like every call, only while no other thread calls this communicator.
+  virtual void progress() {}
 
   // Ranks passing the same `color` form one new communicator, ranked by (key, old rank). Every
   // rank calls it; a negative colour joins none and gets nullptr.

@@ -1,9 +1,10 @@
-/* The Open MPI peer of `h2 comm-bench`: MPI_Allreduce (MPI_FLOAT, MPI_SUM) or a ring of
- * MPI_Sendrecv (to rank + 1, from rank - 1) over the same sizes and flags, printed in the same
- * nccl-tests table so that both read row by row. Each half of a row: fill, one untimed call,
+/* The Open MPI peer of `h2 comm-bench`: MPI_Allreduce (MPI_FLOAT, MPI_SUM), a ring of
+ * MPI_Sendrecv (to rank + 1, from rank - 1) or MPI_Barrier (every row the same call, no check)
+ * over the same sizes and flags, printed in the same nccl-tests table so that both read row by
+ * row. Each half of a row: fill, one untimed call,
  * barrier, -n timed calls (MPI_Wtime), mean per call, maximum over ranks; then refill, one call
  * and a check against the analytic result (element i of rank r is (r + i) mod 7).
- * Usage: mpirun -np N h2_peer_mpi [all_reduce|sendrecv] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS]
+ * Usage: mpirun -np N h2_peer_mpi [all_reduce|sendrecv|barrier] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS]
  *        [-w WARMUP] [-c 0|1]     (sizes take K, M, G suffixes, powers of 1024) */
 #include <mpi.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@
 #include <unistd.h>
 
 struct options {
-  int sendrecv;
+  int sendrecv, barrier;
   long long min_bytes, max_bytes, factor;
   int iters, warmup, check;
 };
@@ -35,12 +36,16 @@ static long long parse_size(const char* flag, const char* text) {
 }
 
 static struct options parse(int argc, char** argv) {
-  struct options o = {0, 32 << 20, 32 << 20, 2, 20, 5, 1};
+  struct options o = {0, 0, 32 << 20, 32 << 20, 2, 20, 5, 1};
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (!strcmp(a, "all_reduce") || !strcmp(a, "allreduce")) continue;
     if (!strcmp(a, "sendrecv")) {
       o.sendrecv = 1;
+      continue;
+    }
+    if (!strcmp(a, "barrier")) {
+      o.barrier = 1;
       continue;
     }
     if (a[0] != '-' || strlen(a) != 2 || i + 1 >= argc) {
@@ -82,6 +87,10 @@ static struct options parse(int argc, char** argv) {
 /* One call: out of place (send -> recv) or in place (recv only). */
 static void call(const struct options* o, float* send, float* recv, int count, int in_place,
                  int rank, int size) {
+  if (o->barrier) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    return;
+  }
   if (!o->sendrecv) {
     MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     return;
@@ -133,7 +142,7 @@ static double measure(const struct options* o, float* send, float* recv, int cou
   double algbw = (double)count * sizeof(float) / 1.0e9 / seconds;
   double factor = o->sendrecv ? 1.0 : 2.0 * (size - 1) / size;
   long long wrong = -1;
-  if (o->check) {
+  if (o->check && !o->barrier) {
     init(send, recv, count, in_place, rank);
     call(o, send, recv, count, in_place, rank, size);
     wrong = count_wrong(o, recv, count, rank, size);
@@ -172,7 +181,7 @@ int main(int argc, char** argv) {
     MPI_Get_library_version(version, &length);
     version[strcspn(version, ",\n")] = '\0';
     printf("# h2_peer_mpi %s: %d rank%s, %s (MPI_FLOAT, MPI_SUM)\n",
-           o.sendrecv ? "sendrecv" : "all_reduce", size, size == 1 ? "" : "s", version);
+           o.barrier ? "barrier" : o.sendrecv ? "sendrecv" : "all_reduce", size, size == 1 ? "" : "s", version);
     printf("# time: the maximum over ranks of the mean time per iteration\n");
     printf(
         "# nThread 1 nGpus 1 minBytes %lld maxBytes %lld step: %lld(factor) warmup iters: %d "
@@ -205,7 +214,7 @@ int main(int argc, char** argv) {
     int count = (int)(bytes / (long long)sizeof(float));
     if (rank == 0)
       printf("%12lld  %12d  %8s  %6s  %6i", (long long)count * (long long)sizeof(float), count,
-             "float", o.sendrecv ? "none" : "sum", -1);
+             "float", o.sendrecv || o.barrier ? "none" : "sum", -1);
     busbw_sum += measure(&o, send, recv, count, 0, rank, size, &errors);
     busbw_sum += measure(&o, send, recv, count, 1, rank, size, &errors);
     measured += 2;

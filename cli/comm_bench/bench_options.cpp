@@ -42,6 +42,8 @@ std::string_view collective_name(Collective c) {
       return "all_to_all";
     case Collective::sendrecv:
       return "sendrecv";
+    case Collective::barrier:
+      return "barrier";
   }
   return "?";
 }
@@ -57,6 +59,7 @@ std::optional<Collective> parse_collective(std::string_view name) {
   if (s == "broadcast" || s == "bcast") return Collective::broadcast;
   if (s == "alltoall") return Collective::all_to_all;
   if (s == "sendrecv") return Collective::sendrecv;
+  if (s == "barrier") return Collective::barrier;
   return std::nullopt;
 }
 
@@ -69,7 +72,7 @@ bool collective_rooted(Collective c) {
 }
 
 bool collective_in_place(Collective c) {
-  return c != Collective::sendrecv;
+  return c != Collective::sendrecv && c != Collective::barrier;
 }
 
 std::string_view nccl_type_name(DType t) {
@@ -166,7 +169,8 @@ int64_t parse_size(std::string_view flag, std::string_view text) {
 
 void add_bench_flags(CLI::App& app, BenchArgs& args) {
   app.add_option("collective", args.collective,
-                 "all_reduce, reduce_scatter, all_gather, broadcast, all_to_all or sendrecv "
+                 "all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, sendrecv or "
+                 "barrier "
                  "(nccl-tests' spellings such as allreduce or alltoall_perf also work)")
       ->required();
   app.add_option("-b,--minbytes", args.min_bytes, "Smallest size in bytes (K, M, G suffixes)")
@@ -213,7 +217,8 @@ BenchOptions resolve_bench_options(const BenchArgs& args) {
   auto collective = parse_collective(args.collective);
   if (!collective)
     bad_flag("COLLECTIVE", args.collective,
-             "expected all_reduce, reduce_scatter, all_gather, broadcast, all_to_all or sendrecv");
+             "expected all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, sendrecv or "
+             "barrier");
   o.collective = *collective;
   o.min_bytes = parse_size("-b/--minbytes", args.min_bytes);
   o.max_bytes = parse_size("-e/--maxbytes", args.max_bytes);
@@ -244,7 +249,7 @@ BenchOptions resolve_bench_options(const BenchArgs& args) {
   o.warmup_iters = args.warmup_iters;
   if (args.check != 0 && args.check != 1)
     bad_flag("-c/--check", std::to_string(args.check), "expected 0 or 1");
-  o.check = args.check == 1;
+  o.check = args.check == 1 && o.collective != Collective::barrier;  // a barrier has no result
   if (args.average < 0 || args.average > 3)
     bad_flag("-a/--average", std::to_string(args.average), "expected 0, 1, 2 or 3");
   o.average = args.average;
@@ -306,6 +311,7 @@ RowCounts row_counts(Collective c, int64_t bytes, DType dtype, int nranks) {
     case Collective::all_reduce:
     case Collective::broadcast:
     case Collective::sendrecv:
+    case Collective::barrier:  // buffers unused
       r.count = r.send_count = r.recv_count = count;
       break;
     case Collective::reduce_scatter:
@@ -336,6 +342,7 @@ double bus_factor(Collective c, int nranks) {
       return (n - 1) / n;
     case Collective::broadcast:
     case Collective::sendrecv:
+    case Collective::barrier:
       return 1;
   }
   return 1;

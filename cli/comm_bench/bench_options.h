@@ -17,19 +17,29 @@
 
 namespace h2::cli::comm_bench {
 
-enum class Collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, sendrecv };
+// barrier: every row makes the same call (its size is only a label) and has nothing to check.
+enum class Collective {
+  all_reduce,
+  reduce_scatter,
+  all_gather,
+  broadcast,
+  all_to_all,
+  sendrecv,
+  barrier
+};
 
 // H2's name ("all_reduce", ...), used in the table's preamble.
 std::string_view collective_name(Collective c);
 // H2's names and nccl-tests' spellings: all_reduce, allreduce, all_reduce_perf, reduce_scatter,
-// reducescatter, all_gather, allgather, broadcast, bcast, all_to_all, alltoall, sendrecv, ...
+// reducescatter, all_gather, allgather, broadcast, bcast, all_to_all, alltoall, sendrecv,
+// barrier, ...
 std::optional<Collective> parse_collective(std::string_view name);
 // Whether the collective reduces (takes -o) and whether it has a root (takes -r).
 bool collective_reduces(Collective c);
 bool collective_rooted(Collective c);
 // Whether it has an in-place form (NCCL's: one tensor for all_reduce, broadcast and all_to_all;
 // for reduce_scatter and all_gather the smaller side is this rank's block of the larger).
-// sendrecv has none.
+// sendrecv and barrier have none.
 bool collective_in_place(Collective c);
 
 // nccl-tests' names in the table: float, half, bfloat16, int32, int64, uint8.
@@ -106,7 +116,7 @@ struct RowCounts {
 RowCounts row_counts(Collective c, int64_t bytes, DType dtype, int nranks);
 
 // nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n; reduce_scatter, all_gather and
-// all_to_all (n-1)/n; broadcast and sendrecv 1.
+// all_to_all (n-1)/n; broadcast, sendrecv and barrier 1.
 double bus_factor(Collective c, int nranks);
 // algbw = row bytes / time (GB/s, 1e9), busbw = algbw * bus_factor.
 struct Bandwidth {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "comm/algorithms/reduce_kernels.h"
 #include "comm/comm_error.h"
@@ -22,9 +23,10 @@ void ShmPath::fail(const std::string& message, int blamed) {
 template <class Ready>
 void ShmPath::spin_until(const Ready& ready, const Signature& signature, int peer,
                          const char* waiting) {
-  if (ready()) return;  // the common case: no clock read
-  const auto deadline = Clock::now() + timeout_;
-  for (uint64_t spins = 0; !ready(); ++spins) {
+  // The clock is read first at the 256th poll: most waits here are shorter than that, and a
+  // clock read costs as much as the rest of a small collective's wait.
+  std::optional<Clock::time_point> deadline;
+  for (uint64_t spins = 1; !ready(); ++spins) {
     // The transport keeps moving while this rank waits here (a peer may still be in an earlier
     // collective that needs this rank's progress to finish: a rendezvous send over TCP), every
     // 64th poll: a progress call costs several polls.
@@ -39,7 +41,9 @@ void ShmPath::spin_until(const Ready& ready, const Signature& signature, int pee
     };
     if (auto failure = transport_.failure())
       fail(fmt::format("{} failed: {}", where(), failure->reason), -1);
-    if (Clock::now() > deadline)
+    if (!deadline)
+      deadline = Clock::now() + timeout_;
+    else if (Clock::now() > *deadline)
       fail(fmt::format("{} timed out after {:.0f} s (H2_COMM_TIMEOUT): rank {} died, hangs or did "
                        "not call {}",
                        where(), timeout_.count() / 1000.0, peer, collective_name(signature.kind)),
@@ -67,7 +71,7 @@ void ShmPath::announce(const Signature& signature) {
 }
 
 void ShmPath::wait_for_peers(const Signature& signature) {
-  const uint16_t mine = signature.pack();
+  const uint16_t mine = slots_.header(slots_.rank(), sequence_).signature;  // packed at enter
   for (int peer = 0; peer < slots_.size(); ++peer) {
     if (peer == slots_.rank()) continue;
     spin_until([&] { return slots_.entered(peer, sequence_); }, signature, peer, "waiting for");

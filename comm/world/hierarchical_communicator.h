@@ -23,6 +23,7 @@ class HierarchicalCommunicator final : public Communicator {
   std::string name() const override;
   bool can_connect(const Device& device) const override { return local_->can_connect(device); }
   PacingStats link_pacing() const override { return flat_->link_pacing(); }
+  void progress() override { flat_->progress(); }  // point-to-point goes through flat_
   std::unique_ptr<Communicator> split(int color, int key) override;
 
   void all_reduce(const Tensor& out, const Tensor& in, ReduceOp op, Stream* stream) override;

@@ -109,6 +109,12 @@ TEST(CommBenchOptions, CollectiveSpellings) {
   EXPECT_TRUE(collective_in_place(Collective::reduce_scatter));
   EXPECT_TRUE(collective_in_place(Collective::all_gather));
   EXPECT_FALSE(collective_in_place(Collective::sendrecv));
+  EXPECT_EQ(parse_collective("barrier"), Collective::barrier);
+  EXPECT_FALSE(collective_in_place(Collective::barrier));
+  EXPECT_FALSE(collective_reduces(Collective::barrier));
+  // A barrier has no result to check, whatever -c says.
+  EXPECT_FALSE(parse({"barrier", "-b", "8", "-e", "8", "-c", "1"}).check);
+  EXPECT_TRUE(parse({"sendrecv", "-b", "8", "-e", "8", "-c", "1"}).check);
 }
 
 TEST(CommBenchOptions, DtypeAndOpNames) {

@@ -68,6 +68,17 @@ TEST(H2run, CommBenchJoinsThroughH2runsStore) {
   EXPECT_CONTAINS(r.out, "[rank 0] # Out of bounds values : 0 OK");
 }
 
+// The barrier row: a time, no bandwidth to speak of, nothing checked (N/A), exit 0.
+TEST(H2run, CommBenchTimesABarrier) {
+  RunResult r = run_h2run({"-n", "2", "--", H2_PATH, "comm-bench", "barrier", "-b", "8", "-e", "8",
+                           "-n", "50", "-w", "5"},
+                          kCommEnv, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "[rank 0] # h2 comm-bench barrier: 2 ranks");
+  EXPECT_CONTAINS(r.out, "N/A");
+  EXPECT_CONTAINS(r.out, "[rank 0] # Out of bounds values : 0 OK");
+}
+
 TEST(H2run, TwoNodesMeetAtTheMaster) {
   const std::string master = "127.0.0.1:" + std::to_string(free_port());
   std::vector<std::string> env = kCommEnv;

@@ -16,17 +16,6 @@
 
 namespace h2::comm {
 
-struct SharedSlots::Slot {
-  struct alignas(64) Page {
-    uint64_t sequence;  // atomic through std::atomic_ref
-    int64_t count;
-    uint16_t signature;
-    std::byte data[kDataBytes];  // from byte 24: its first 40 bytes share the sequence's line
-  };
-  Page page[2];
-  alignas(64) uint64_t finished;  // atomic through std::atomic_ref
-};
-
 namespace {
 
 std::string errno_text() {
@@ -84,14 +73,6 @@ std::unique_ptr<SharedSlots> SharedSlots::create(Store& store, const std::string
   return slots;
 }
 
-SharedSlots::Slot& SharedSlots::slot(int rank) const {
-  return static_cast<Slot*>(base_)[rank];
-}
-
-uint64_t SharedSlots::finished(int peer) const {
-  return std::atomic_ref<uint64_t>(slot(peer).finished).load(std::memory_order_acquire);
-}
-
 void SharedSlots::enter(uint64_t sequence, Header header, const void* data, size_t bytes) {
   H2_CHECK(bytes <= kDataBytes, "{} bytes do not fit a {}-byte shared slot", bytes, kDataBytes);
   Slot::Page& page = slot(rank_).page[sequence % 2];
@@ -99,24 +80,6 @@ void SharedSlots::enter(uint64_t sequence, Header header, const void* data, size
   page.count = header.count;
   if (data != nullptr && bytes > 0) std::memcpy(page.data, data, bytes);
   std::atomic_ref<uint64_t>(page.sequence).store(sequence, std::memory_order_release);
-}
-
-bool SharedSlots::entered(int peer, uint64_t sequence) const {
-  return std::atomic_ref<uint64_t>(slot(peer).page[sequence % 2].sequence)
-             .load(std::memory_order_acquire) >= sequence;
-}
-
-SharedSlots::Header SharedSlots::header(int peer, uint64_t sequence) const {
-  const Slot::Page& page = slot(peer).page[sequence % 2];
-  return {page.signature, page.count};
-}
-
-const std::byte* SharedSlots::data(int peer, uint64_t sequence) const {
-  return slot(peer).page[sequence % 2].data;
-}
-
-void SharedSlots::finish(uint64_t sequence) {
-  std::atomic_ref<uint64_t>(slot(rank_).finished).store(sequence, std::memory_order_release);
 }
 
 }  // namespace h2::comm

@@ -22,6 +22,7 @@
 // communicator); the segment is unmapped on destruction.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -55,22 +56,44 @@ class SharedSlots {
   int size() const { return size_; }
 
   // The last collective `peer` completed (acquire).
-  uint64_t finished(int peer) const;
+  uint64_t finished(int peer) const {
+    return std::atomic_ref<uint64_t>(slot(peer).finished).load(std::memory_order_acquire);
+  }
   // Announces collective `sequence` (once every peer finished sequence - 2), first writing its
   // header and `bytes` (<= kDataBytes) of `data` (none when null) into this rank's page for it.
   void enter(uint64_t sequence, Header header, const void* data, size_t bytes);
-  // Whether `peer` entered collective `sequence` (or a later one) (acquire).
-  bool entered(int peer, uint64_t sequence) const;
+  // Whether `peer` entered collective `sequence` (or a later one) (acquire). Inline: waiters
+  // poll it in a tight loop.
+  bool entered(int peer, uint64_t sequence) const {
+    return std::atomic_ref<uint64_t>(slot(peer).page[sequence % 2].sequence)
+               .load(std::memory_order_acquire) >= sequence;
+  }
   // `peer`'s header and data of collective `sequence`, once entered(peer, sequence).
-  Header header(int peer, uint64_t sequence) const;
-  const std::byte* data(int peer, uint64_t sequence) const;
+  Header header(int peer, uint64_t sequence) const {
+    const Slot::Page& page = slot(peer).page[sequence % 2];
+    return {page.signature, page.count};
+  }
+  const std::byte* data(int peer, uint64_t sequence) const {
+    return slot(peer).page[sequence % 2].data;
+  }
   // This rank completed collective `sequence` (release).
-  void finish(uint64_t sequence);
+  void finish(uint64_t sequence) {
+    std::atomic_ref<uint64_t>(slot(rank_).finished).store(sequence, std::memory_order_release);
+  }
 
  private:
-  struct Slot;
+  struct Slot {
+    struct alignas(64) Page {
+      uint64_t sequence;  // atomic through std::atomic_ref
+      int64_t count;
+      uint16_t signature;
+      std::byte data[kDataBytes];  // from byte 24: its first 40 bytes share the sequence's line
+    };
+    Page page[2];
+    alignas(64) uint64_t finished;  // atomic through std::atomic_ref
+  };
   SharedSlots(void* base, size_t bytes, int rank, int size);
-  Slot& slot(int rank) const;
+  Slot& slot(int rank) const { return static_cast<Slot*>(base_)[rank]; }
 
   void* base_ = nullptr;
   size_t bytes_ = 0;

@@ -96,7 +96,9 @@ std::unique_ptr<UcxTransport> UcxTransport::connect(std::shared_ptr<UcxContext> 
 void UcxTransport::create_worker() {
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  // One thread at a time, not always the same one: a pipeline rank's progress helper
+  // (parallel/pipeline/progress_thread.h) drives the worker while the compute thread computes.
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   H2_UCX_CHECK(ucp_worker_create(context_->get(), &params, &worker_));
 
   ucp_am_handler_param_t am{};
@@ -139,9 +141,14 @@ void UcxTransport::connect_peers(Store& store, const std::string& prefix, Millis
 }
 
 std::optional<PeerFailure> UcxTransport::failure() {
-  if (!failure_ && std::chrono::steady_clock::now() >= next_probe_) {
-    next_probe_ = std::chrono::steady_clock::now() + kProbeInterval;
-    probe_local_peers();
+  // Waiters call this on every poll: the clock is read on every 64th call only (a clock read
+  // costs as much as an idle progress call), the peers probed every kProbeInterval.
+  if (!failure_ && (++failure_calls_ & 63) == 1) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_probe_) {
+      next_probe_ = now + kProbeInterval;
+      probe_local_peers();
+    }
   }
   return failure_;
 }

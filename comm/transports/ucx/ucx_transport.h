@@ -93,6 +93,7 @@ class UcxTransport final : public Transport {
   std::vector<std::optional<std::string>> notices_;  // last abort notice from each rank
   std::vector<int> local_pids_;  // process id of each peer on this host, 0 for remote peers
   std::chrono::steady_clock::time_point next_probe_{};
+  uint64_t failure_calls_ = 0;
   std::vector<std::unique_ptr<Pending>> pending_;
   std::vector<OpId> free_ids_;
   std::optional<PeerFailure> failure_;
