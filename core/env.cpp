@@ -39,6 +39,10 @@ constexpr EnvKnob kKnobs[] = {
     {"H2_COMM_SHM", "1",
      "1: groups whose ranks share one host run small all-reduces (up to 4 KiB) and barriers "
      "through shared memory; 0: through the transport like larger ones"},
+    {"H2_PROGRESS_THREAD_US", "0",
+     "pipeline runs: > 0 starts a helper thread per rank that drives the communicators every "
+     "this many microseconds while a unit computes; 0: progress between units only (measured "
+     "faster on 2 cores, docs/performance.md)"},
     {"H2_RANK", "", "this process's rank (set by h2run)"},
     {"H2_WORLD_SIZE", "", "number of ranks in the job (set by h2run)"},
     {"H2_LOCAL_RANK", "", "rank among the processes of this node (set by h2run)"},

@@ -181,7 +181,7 @@ void FlatParamGroup::release_full_grads() {
   full_grad_ = Tensor();
 }
 
-void FlatParamGroup::reduce_grad(double scale, bool accumulate) {
+void FlatParamGroup::check_full_grads() const {
   H2_CHECK(full_grad_.defined(),
            "FlatParamGroup '{}': reduce_grad() without full gradients (unshard() was not called "
            "since the last reduce_grad())",
@@ -196,16 +196,66 @@ void FlatParamGroup::reduce_grad(double scale, bool accumulate) {
              "gradient (it was reassigned)",
              label_, p.name);
   }
-  const bool direct = scale == 1.0 && !accumulate;
-  Tensor reduced = direct ? grad_shard_ : Tensor::empty({shard_numel_}, DType::f32, *device_);
-  group_->reduce_scatter(reduced, full_grad_, comm::ReduceOp::sum);
-  if (!direct)
+}
+
+void FlatParamGroup::take_reduced(const Tensor& reduced, double scale, bool accumulate) {
+  if (reduced.data() != grad_shard_.data())  // reduced straight into the shard otherwise
     ops::add({.out = grad_shard_,
               .a = reduced,
               .b = accumulate ? grad_shard_ : Tensor(),
               .alpha = float(scale),
               .beta = 1.0f});
   release_full_grads();
+}
+
+void FlatParamGroup::reduce_grad(double scale, bool accumulate) {
+  if (reducing_.defined()) return finish_reduce_grad(scale, accumulate);
+  check_full_grads();
+  const bool direct = scale == 1.0 && !accumulate;
+  Tensor reduced = direct ? grad_shard_ : Tensor::empty({shard_numel_}, DType::f32, *device_);
+  group_->reduce_scatter(reduced, full_grad_, comm::ReduceOp::sum);
+  take_reduced(reduced, scale, accumulate);
+}
+
+void FlatParamGroup::begin_reduce_grad(int tag) {
+  if (reducing_.defined()) return;
+  check_full_grads();
+  reducing_ =
+      Tensor::empty({std::max<int64_t>(group_size_ - 1, 1) * shard_numel_}, DType::f32, *device_);
+  for (int r = 0, slot = 0; r < group_size_; ++r) {
+    if (r == rank_) continue;
+    reduce_requests_.push_back(
+        group_->irecv(reducing_.slice(0, slot * shard_numel_, (slot + 1) * shard_numel_), r, tag));
+    reduce_requests_.push_back(
+        group_->isend(full_grad_.slice(0, r * shard_numel_, (r + 1) * shard_numel_), r, tag));
+    ++slot;
+  }
+}
+
+bool FlatParamGroup::poll_reduce_grad() {
+  std::erase_if(reduce_requests_, [](const auto& request) { return request->test(); });
+  return reduce_requests_.empty();
+}
+
+void FlatParamGroup::finish_reduce_grad(double scale, bool accumulate) {
+  if (!reducing_.defined()) return reduce_grad(scale, accumulate);
+  for (auto& request : reduce_requests_) request->wait();
+  reduce_requests_.clear();
+  // Rank q's block of this rank's shard: received into slot q (q < rank) or q - 1 (q > rank).
+  auto block = [&](int q) {
+    if (q == rank_) return full_grad_.slice(0, shard_offset(), shard_offset() + shard_numel_);
+    const int slot = q < rank_ ? q : q - 1;
+    return reducing_.slice(0, slot * shard_numel_, (slot + 1) * shard_numel_);
+  };
+  // The ring's order: the partial sum starts at rank r + 1 and every later rank adds its block,
+  // this rank's last (a + b == b + a exactly, so only the order of the additions matters).
+  const bool direct = scale == 1.0 && !accumulate;
+  Tensor sum = direct ? grad_shard_ : Tensor::empty({shard_numel_}, DType::f32, *device_);
+  ops::copy({.out = sum, .in = block((rank_ + 1) % group_size_)});
+  for (int k = 2; k <= group_size_; ++k)
+    ops::add({.out = sum, .a = sum, .b = block((rank_ + k) % group_size_)});
+  reducing_ = Tensor();
+  take_reduced(sum, scale, accumulate);
 }
 
 void FlatParamGroup::zero_grad_shard() {

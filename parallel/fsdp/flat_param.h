@@ -11,7 +11,8 @@
 // Full gradients are a flat f32 buffer too (each Param's grad a view into it): unshard()
 // allocates it, zero, when absent; backward passes add into it over any number of micro-batches
 // and reshard()/unshard() cycles; reduce_grad() reduce-scatters it into the gradient shard once
-// and frees it.
+// and frees it. Both collectives also come in two halves (begin/finish) whose transfers move
+// while the caller computes: ZeroPP's prefetched gathers and reductions behind the backward.
 //
 // Every rank of the group must construct its groups in the same order from identical parameters
 // (a model built with one seed gives identical values for one seed); the constructor checks that
@@ -67,14 +68,27 @@ class FlatParamGroup {
   // gather still in flight is finished first (its buffers must outlive the transfers).
   void reshard();
   // grad_shard = scale * (sum over ranks of the full gradients' shard) (+ grad_shard when
-  // `accumulate`), then releases the full gradients. Collective.
+  // `accumulate`), then releases the full gradients. Collective. Finishes a reduction begun.
   void reduce_grad(double scale = 1.0, bool accumulate = false);
+  // reduce_grad() in two halves, so that the reduction moves while the caller runs the backward
+  // of the next units: begin_reduce_grad() sends every other rank its block of the full
+  // gradients and posts receives for the others' blocks of this rank's shard (point-to-point,
+  // tag `tag` as for begin_unshard, distinct from the gathers'); the full gradients must not
+  // change until the finish. finish_reduce_grad() waits, sums the blocks in the order DiComm's
+  // ring reduce-scatter sums them (ranks r + 1, r + 2, ..., r for shard r), so that the shard is
+  // bit for bit reduce_grad()'s on host communicators, and then does what reduce_grad() does.
+  // Begin is collective and a no-op while a reduction is in flight.
+  void begin_reduce_grad(int tag);
+  void finish_reduce_grad(double scale = 1.0, bool accumulate = false);
+  // Tests the reduction's transfers once; true when all have arrived.
+  bool poll_reduce_grad();
   // Sets the gradient shard to zero (after an optimizer step).
   void zero_grad_shard();
 
   bool is_unsharded() const { return full_.defined(); }
   bool unshard_in_flight() const { return gathering_.defined(); }
   bool has_full_grads() const { return full_grad_.defined(); }
+  bool reduce_in_flight() const { return reducing_.defined(); }
 
   const std::vector<FlatSlot>& layout() const { return layout_; }
   // "model.layers.0.input_layernorm.weight (+8 more)": for messages.
@@ -97,6 +111,9 @@ class FlatParamGroup {
   Tensor rounded_master() const;  // the master shard in the compute dtype
   void use_full(Tensor full);     // keeps the full buffer and points every Param into it
   void allocate_full_grads();
+  void check_full_grads() const;  // every Param's grad still a view of full_grad_
+  // grad_shard = scale * reduced (+ grad_shard), then releases the full gradients.
+  void take_reduced(const Tensor& reduced, double scale, bool accumulate);
   void release_full_grads();
 
   comm::Communicator* group_;
@@ -117,6 +134,10 @@ class FlatParamGroup {
   // sends, and the transfers.
   Tensor gathering_, gather_source_;
   std::vector<std::unique_ptr<comm::Request>> gather_requests_;
+  // A reduction begun and not finished: ((n - 1) * shard_numel) f32, the other ranks' blocks of
+  // this rank's shard in rank order (this rank's own skipped), and the transfers.
+  Tensor reducing_;
+  std::vector<std::unique_ptr<comm::Request>> reduce_requests_;
 };
 
 }  // namespace h2::parallel::fsdp

@@ -26,11 +26,6 @@ Tensor take(std::map<Key, Tensor>& box, const Key& key) {
   return t;
 }
 
-double microseconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 // Whether the first compute of actions[i]'s stage after position i is a backward (B, I or W).
 bool next_compute_is_backward(const std::vector<Action>& actions, size_t i) {
   for (size_t j = i + 1; j < actions.size(); ++j)
@@ -100,6 +95,24 @@ PipelineRuntime::PipelineRuntime(nn::Model& model, StageLayout layout, Schedule 
           flats_[u] = std::make_unique<fsdp::FlatParamGroup>(*group_, *units_[size_t(u)]);
   for (const Action& a : schedule_.per_rank.at(size_t(position_)))
     if (a.kind == ActionKind::B || a.kind == ActionKind::W) last_backward_[a.stage] = a;
+  if (options.progress_thread_us > 0)
+    progress_ = std::make_unique<ProgressThread>(
+        std::chrono::microseconds(options.progress_thread_us), [this] {
+          job_.progress();
+          if (group_) group_->progress();
+          if (tied_pair_) tied_pair_->progress();
+        });
+}
+
+template <class Compute>
+void PipelineRuntime::compute_unit(const Compute& compute) {
+  if (!progress_) return compute();
+  progress_->resume();
+  struct Pause {
+    ProgressThread& thread;
+    ~Pause() { thread.pause(); }
+  } pause{*progress_};
+  compute();
 }
 
 std::vector<std::vector<Tensor>> PipelineRuntime::gradients_per_unit() const {
@@ -115,6 +128,13 @@ std::vector<std::vector<Tensor>> PipelineRuntime::gradients_per_unit() const {
   return grads;
 }
 
+void PipelineRuntime::unit_gradients_final(int unit) {
+  if (!reduces_in_group())
+    report_final(unit, unit + 1);  // replicas reduce it while the next units run backward
+  else if (overlap_)
+    begin_reduce(unit);  // the group reduces it while the next units run backward
+}
+
 void PipelineRuntime::report_final(int begin_unit, int end_unit) {
   if (!gradients_final_) return;
   for (int u = end_unit - 1; u >= begin_unit; --u) gradients_final_(u);
@@ -126,59 +146,18 @@ std::vector<fsdp::FlatParamGroup*> PipelineRuntime::flat_groups() const {
   return groups;
 }
 
-void PipelineRuntime::unshard(int stage, bool gather) {
-  for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
-    auto it = flats_.find(u);
-    if (it == flats_.end()) continue;
-    if (gather)
-      it->second->unshard();
-    else
-      it->second->reshard();
-  }
-}
-
-void PipelineRuntime::begin_gathers(int stage, bool backward_next) {
-  const int begin = layout_.begin(stage), end = layout_.end(stage);
-  for (int k = 0; k < end - begin; ++k) {
-    const int u = backward_next ? end - 1 - k : begin + k;
-    auto it = flats_.find(u);
-    if (it == flats_.end()) continue;
-    it->second->begin_unshard(/*tag=*/u);
-    if (lane_ && it->second->unshard_in_flight()) {
-      gather_lane_ids_[u] = next_lane_id_;
-      lane_->transfer_posted(next_lane_id_++, fmt::format("gather unit {}", u));
-    }
-  }
-}
-
-void PipelineRuntime::await_gather(int unit) {
-  auto it = flats_.find(unit);
-  if (it == flats_.end() || !it->second->unshard_in_flight()) return;
-  const auto start = std::chrono::steady_clock::now();
-  it->second->finish_unshard();
-  if (!lane_) return;
-  lane_->comm_waited(microseconds_since(start));
-  gather_done(unit);
-}
-
-void PipelineRuntime::gather_done(int unit) {
-  auto id = gather_lane_ids_.find(unit);
-  if (id == gather_lane_ids_.end()) return;
-  if (lane_) lane_->transfer_done(id->second);
-  gather_lane_ids_.erase(id);
-}
-
 void PipelineRuntime::settle_sends() {
   if (overlap_ || sends_.empty()) return;
   const auto start = std::chrono::steady_clock::now();
   wait_sends();
-  if (lane_) lane_->comm_waited(microseconds_since(start));
+  report_comm_wait(start);
 }
 
-void PipelineRuntime::poll_gathers(int stage) {
-  for (int u = layout_.begin(stage); u < layout_.end(stage); ++u)
-    if (auto it = flats_.find(u); it != flats_.end() && it->second->unshard_in_flight())
-      if (it->second->poll_unshard()) gather_done(u);
+void PipelineRuntime::report_comm_wait(std::chrono::steady_clock::time_point start) {
+  if (lane_)
+    lane_->comm_waited(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
 }
 
 PipelineRuntime::~PipelineRuntime() = default;
@@ -224,8 +203,8 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
   std::vector<nn::Stash> stashes;
   for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
     await_gather(u);
-    x = units_[size_t(u)]->forward(x);
-    poll_gathers(stage);
+    compute_unit([&] { x = units_[size_t(u)]->forward(x); });
+    poll_group_transfers(stage);
     if (training)
       stashes.push_back(units_[size_t(u)]->take_stash());
     else
@@ -263,18 +242,15 @@ void PipelineRuntime::backward(ActionKind kind, int stage, int mb) {
   auto stash = stashes_.find({stage, mb});
   H2_CHECK(stash != stashes_.end(), "stage {} micro-batch {}: backward before forward", stage, mb);
   const bool split = kind == ActionKind::I;  // weight gradients wait for this micro-batch's W
-  // The stage's last backward leaves final gradients (unless the group still reduces them):
-  // report each unit at once, so that replicas reduce it while the next units run backward.
-  const bool final =
-      !reduces_in_group() && last_backward_.at(stage) == Action::compute(kind, stage, mb);
+  const bool last = last_backward_.at(stage) == Action::compute(kind, stage, mb);
   for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
     await_gather(u);
     units_[size_t(u)]->put_stash(std::move(stash->second[size_t(u - layout_.begin(stage))]));
     units_[size_t(u)]->set_defer_weight_grads(split);
-    grad = units_[size_t(u)]->backward(grad);
-    poll_gathers(stage);
+    compute_unit([&] { grad = units_[size_t(u)]->backward(grad); });
     units_[size_t(u)]->set_defer_weight_grads(false);
-    if (final) report_final(u, u + 1);
+    if (last) unit_gradients_final(u);
+    poll_group_transfers(stage);
   }
   if (split) deferred_weight_grads_[stage].push_back(mb);
   stashes_.erase(stash);
@@ -293,24 +269,12 @@ void PipelineRuntime::weight_backward(int stage, int mb) {
            stage, mb, order.empty() ? std::string("none") : std::to_string(order.front()));
   order.pop_front();
   settle_sends();
-  const bool final =
-      !reduces_in_group() && last_backward_.at(stage) == Action::compute(ActionKind::W, stage, mb);
+  const bool last = last_backward_.at(stage) == Action::compute(ActionKind::W, stage, mb);
   for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
     await_gather(u);
-    units_[size_t(u)]->weight_backward();
-    if (final) report_final(u, u + 1);
-  }
-}
-
-void PipelineRuntime::reduce_grads(int stage) {
-  if (!reduces_in_group()) return;  // final since the stage's last backward
-  for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
-    if (auto it = flats_.find(u); it != flats_.end())
-      it->second->reduce_grad();
-    else if (group_->size() > 1)
-      for (nn::Param* p : nn::params_of(*units_[size_t(u)]))
-        group_->all_reduce(p->grad, comm::ReduceOp::sum);
-    report_final(u, u + 1);
+    compute_unit([&] { units_[size_t(u)]->weight_backward(); });
+    if (last) unit_gradients_final(u);
+    poll_group_transfers(stage);
   }
 }
 

@@ -31,6 +31,7 @@
 // ranks; their gradients are summed between them at the end of the step.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -42,6 +43,7 @@
 #include "nn/model.h"
 #include "parallel/fsdp/flat_param.h"
 #include "parallel/pipeline/action.h"
+#include "parallel/pipeline/progress_thread.h"
 #include "parallel/pipeline/stage_layout.h"
 
 namespace h2::parallel::pipeline {
@@ -97,6 +99,10 @@ struct PipelineOptions {
   // receiver converts each back as it arrives. 0: one message per piece. Same values either way
   // (the FP8 wire scales each token on its own).
   size_t segment_bytes = 0;
+  // Progress while computing: > 0 starts a helper thread (progress_thread.h) that drives the
+  // communicators every this many microseconds while a unit computes; 0: progress at safe points
+  // only (between units and after actions), no extra thread. docs/performance.md measures both.
+  int progress_thread_us = 0;
   // The loss gradient is that of the mean over this many micro-batches (the step's, over every
   // replica); 0: the schedule's own.
   int loss_micro_batches = 0;
@@ -178,8 +184,14 @@ class PipelineRuntime {
                           int microbatches, bool training);
   // Tells the callback that units [begin, end) of a stage are final (backward order).
   void report_final(int begin_unit, int end_unit);
+  // The stage's last backward finished `unit`: its gradients are final on this rank. Reported
+  // at once when the group has nothing to reduce, else (overlap on) its reduction is posted.
+  void unit_gradients_final(int unit);
   // Whether stage's gradients need REDUCE_GRAD (a group of several ranks, or FSDP shards).
   bool reduces_in_group() const { return group_ != nullptr; }
+  // Runs one unit's compute, with the progress helper driving the communicators meanwhile.
+  template <class Compute>
+  void compute_unit(const Compute& compute);
   void forward(int stage, int mb, bool training);
   void backward(ActionKind kind, int stage, int mb);
   void weight_backward(int stage, int mb);
@@ -192,6 +204,7 @@ class PipelineRuntime {
   void post_receives(std::map<Key, Incoming>& box, int stage, int peer_stage, int mb,
                      bool gradient);
   Tensor take_incoming(std::map<Key, Incoming>& box, Key key, const char* what);
+  // REDUCE_GRAD: reduces every unit's gradients in the group (finishing a reduction begun).
   void reduce_grads(int stage);
   void unshard(int stage, bool gather);
   // ZeroPP prefetch (overlap on): UNSHARD posts the gathers of the stage's units, in the order
@@ -200,8 +213,20 @@ class PipelineRuntime {
   // in flight are polled (progress at safe points).
   void begin_gathers(int stage, bool backward_next);
   void await_gather(int unit);
-  void poll_gathers(int stage);
-  void gather_done(int unit);  // closes the unit's span of the communication lane
+  // Reduction behind the backward (overlap on, FSDP): the stage's last backward posts each
+  // unit's reduce-scatter as soon as the unit's gradients are final, and it moves while the
+  // next units run their backward; REDUCE_GRAD finishes them.
+  void begin_reduce(int unit);
+  // Tests the gathers and reductions of the stage's units in flight (between units).
+  void poll_group_transfers(int stage);
+  // Message tags of a unit's gather and reduction on the group: distinct for every unit.
+  int gather_tag(int unit) const { return unit; }
+  int reduce_tag(int unit) const { return int(units_.size()) + unit; }
+  // The communication lane's span of the group transfer with message tag `tag`.
+  void lane_open(int tag, const std::string& label);
+  void lane_close(int tag);
+  // Reports the time since `start` as a wait for communication inside a compute action.
+  void report_comm_wait(std::chrono::steady_clock::time_point start);
   // Overlap off: a compute, once its inputs are here, first waits for every send in flight (the
   // receives the lowering put before it are posted, so two ranks sending to each other both
   // proceed, as Megatron pairs a send with the opposite receive); the wait is communication.
@@ -257,9 +282,11 @@ class PipelineRuntime {
   };
   ActionObserver* lane_ = nullptr;  // the observer of the step running (training), or none
   int64_t next_lane_id_ = 0;
-  std::map<int, int64_t> gather_lane_ids_;  // unit -> open span of its gather
+  std::map<int, int64_t> lane_ids_;  // message tag of a group transfer -> its open span
   std::vector<SendInFlight> sends_;
   std::vector<double> losses_;  // per micro-batch: this rank's share of the mean loss
+  // Last: stopped before the communicators it drives are destroyed.
+  std::unique_ptr<ProgressThread> progress_;
 };
 
 }  // namespace h2::parallel::pipeline

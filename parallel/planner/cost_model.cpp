@@ -36,6 +36,20 @@ double prefetched_gather_s(const std::vector<double>& gather_s,
   return done - busy;
 }
 
+// Reduction behind the backward (overlap on): the stage's last backward posts unit i's
+// reduce-scatter (`reduce_s`, in backward order) as soon as the unit's backward (`backward_s`)
+// ends; the reductions cross the link one after another and REDUCE_GRAD, right after the
+// backward, waits for the last. Returns that wait: the reduction compute did not hide.
+double overlapped_reduce_s(const std::vector<double>& reduce_s,
+                           const std::vector<double>& backward_s) {
+  double computed = 0, link_free = 0;
+  for (size_t i = 0; i < reduce_s.size(); ++i) {
+    computed += backward_s[i];
+    link_free = std::max(link_free, computed) + reduce_s[i];
+  }
+  return std::max(0.0, link_free - computed);
+}
+
 // Bytes crossing the wire per micro-batch row: the wire dtype's elements, and for the FP8 wire
 // one FP32 scale per token.
 double wire_bytes_per_row(const ModelShape& m, DType wire) {
@@ -160,7 +174,13 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
     double F = 0, B = 0, I = 0, W = 0;
     std::vector<UnitCost> costs;
     std::vector<UnitKind> kinds;
-    std::vector<double> unit_gather_s, unit_forward_s;
+    std::vector<double> unit_gather_s, unit_forward_s, unit_reduce_s, unit_last_backward_s;
+    const bool split_backward =
+        std::any_of(schedule.per_rank.begin(), schedule.per_rank.end(), [&](const auto& actions) {
+          return std::any_of(actions.begin(), actions.end(), [&](const pipeline::Action& a) {
+            return a.kind == ActionKind::W && a.stage == s;
+          });
+        });
     for (int u = plan.layout.begin(s); u < plan.layout.end(s); ++u) {
       const UnitKind kind = unit_kind(m, u);
       const UnitCost c = g.profile->cost(kind, g.rows);
@@ -169,6 +189,10 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
       stage_params[size_t(s)] += params_of_unit(u);
       unit_gather_s.push_back(sharded_collective_s(g, params_of_unit(u) * compute_bytes));
       unit_forward_s.push_back(c.forward_s);
+      // Backward order (last unit first): what the stage's last B or W runs per unit.
+      unit_reduce_s.insert(unit_reduce_s.begin(), sharded_collective_s(g, params_of_unit(u) * 4.0));
+      unit_last_backward_s.insert(unit_last_backward_s.begin(),
+                                  split_backward ? c.weight_s : c.backward_s + redo);
       optimizer[size_t(q)] += c.optimizer_s / (plan.fsdp ? double(g.size) : 1.0);
       state[size_t(q)] += unit_state_bytes(m, kind, in.dtype, g.size, plan.fsdp);
       costs.push_back(c);
@@ -201,7 +225,9 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
       d.set(s, ActionKind::UNSHARD,
             plan.overlap ? prefetched_gather_s(unit_gather_s, unit_forward_s)
                          : sharded_collective_s(g, param_bytes));
-      d.set(s, ActionKind::REDUCE_GRAD, sharded_collective_s(g, grad_bytes));
+      d.set(s, ActionKind::REDUCE_GRAD,
+            plan.overlap ? overlapped_reduce_s(unit_reduce_s, unit_last_backward_s)
+                         : sharded_collective_s(g, grad_bytes));
     } else if (g.size > 1) {
       d.set(s, ActionKind::REDUCE_GRAD,
             ring_s(grad_bytes, g.size, g.link, 2) + host_s(g, 2 * grad_bytes));

@@ -1,6 +1,7 @@
 // The one runtime of every plan (see plan_runtime.h).
 #include "parallel/runtime/plan_runtime.h"
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/runtime.h"
 #include "parallel/exact_gather.h"
@@ -25,13 +26,15 @@ PlanRuntime::PlanRuntime(Plan plan, nn::Model& model, comm::Communicator& job, i
   }
   executor_ = std::make_unique<pipeline::PipelineRuntime>(
       model, plan_.layout, plan_.lowered_schedule(), *replica,
-      pipeline::PipelineOptions{.seq_len = seq_len,
-                                .group_sizes = plan_.group_sizes,
-                                .fsdp = plan_.fsdp,
-                                .wire_dtype = plan_.wire_dtype,
-                                .overlap = plan_.overlap,
-                                .segment_bytes = plan_.segment_bytes,
-                                .loss_micro_batches = plan_.global_micro_batches()});
+      pipeline::PipelineOptions{
+          .seq_len = seq_len,
+          .group_sizes = plan_.group_sizes,
+          .fsdp = plan_.fsdp,
+          .wire_dtype = plan_.wire_dtype,
+          .overlap = plan_.overlap,
+          .segment_bytes = plan_.segment_bytes,
+          .progress_thread_us = int(env_int("H2_PROGRESS_THREAD_US", 0, 1000000)),
+          .loss_micro_batches = plan_.global_micro_batches()});
   host_ = &model.device().runtime().cpu();
   Device& host = *host_;
   if (replicas_comm_) {

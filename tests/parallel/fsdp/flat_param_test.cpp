@@ -6,11 +6,13 @@
 //   finishes it first; resharded values are undefined and a layer using one fails;
 // - reduce_grad leaves scale * (sum over ranks of each rank's distinct gradients) in the shard,
 //   padding zero, accumulates across micro-batches and reshards, and frees the full gradients;
+//   begun and finished in two halves it leaves the same bits (in an order-sensitive case);
 // - both on the CPU and on virtual chips (device memory);
 // - ranks that built different units are told so.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/tensor_host.h"
 #include "fsdp_fixtures.h"
@@ -163,6 +165,77 @@ void reduce_grads(RankContext& ctx, const std::string& set_name, DType dtype) {
                        std::vector<float>(size_t(g.shard_numel()), 0.0f), what + " zeroed");
 }
 
+// Gradients whose sums round differently in different orders: +-(1 + m / 3) * 2^-e mixes
+// magnitudes, so that only the same order of additions gives the same bits.
+float inexact_grad(int64_t k, int rank) {
+  const double mantissa = 1.0 + double((k + rank) % 7) / 3.0;
+  const double value = std::ldexp(mantissa, -int((k * 5 + rank * 11) % 23));
+  return float((k + rank) % 2 == 1 ? -value : value);
+}
+
+void write_inexact_grads(const std::vector<models::Param*>& params, int rank) {
+  int64_t offset = 0;
+  for (models::Param* p : params) {
+    std::vector<float> host(size_t(p->grad.numel()));
+    for (size_t i = 0; i < host.size(); ++i) host[i] = inexact_grad(offset + int64_t(i), rank);
+    p->grad.copy_from(tensor_from_floats(host, p->grad.shape(), DType::f32, p->grad.device()));
+    offset += p->grad.numel();
+  }
+}
+
+// The reduction in two halves (posted behind the backward, finished at REDUCE_GRAD) leaves the
+// blocking reduce_grad()'s shard bit for bit, with gradients whose sum depends on the order (3
+// ranks: two additions), and within rounding of a double-precision sum; the finish scales,
+// accumulates and frees like reduce_grad(), and reduce_grad() finishes a reduction in flight.
+void overlapped_reduce(RankContext& ctx, const std::string& set_name) {
+  const std::string what = fmt::format("{} n={}", set_name, ctx.size());
+  const int n = ctx.size(), r = ctx.rank();
+  ParamSet set = make_param_set(set_name, DType::f32, ctx.device);
+  const std::vector<models::Param*> params = set.pointers();
+  FlatParamGroup g(ctx.comm(), params);
+
+  g.unshard();
+  write_inexact_grads(params, r);
+  g.reduce_grad(0.5);
+  const std::vector<float> blocking = tensor_to_floats(g.grad_shard());
+
+  g.unshard();
+  write_inexact_grads(params, r);
+  g.begin_reduce_grad(/*tag=*/5);
+  g.begin_reduce_grad(/*tag=*/5);  // already in flight: nothing happens
+  H2_CHECK(g.reduce_in_flight() && g.has_full_grads(), "{}: no reduction in flight", what);
+  g.reshard();  // the full gradients outlive a reshard while the reduction moves
+  g.poll_reduce_grad();
+  g.finish_reduce_grad(0.5);
+  H2_CHECK(!g.reduce_in_flight() && !g.has_full_grads(), "{}: reduction left behind", what);
+  for (const models::Param* p : params)
+    H2_CHECK(!p->grad.defined(), "{}: grad of '{}' kept after the finish", what, p->name);
+  const std::vector<float> overlapped = tensor_to_floats(g.grad_shard());
+  testing::expect_bits(overlapped, blocking, what + " overlapped against blocking reduction");
+
+  // Independent reference: the same gradients summed in double.
+  for (int64_t j = 0; j < g.shard_numel(); ++j) {
+    const int64_t i = g.shard_offset() + j;
+    double want = 0, magnitude = 0;  // float addition errs by at most 2^-24 of |partial sums|
+    if (i < g.numel())
+      for (int q = 0; q < n; ++q) {
+        want += 0.5 * double(inexact_grad(i, q));
+        magnitude += 0.5 * std::abs(double(inexact_grad(i, q)));
+      }
+    H2_CHECK(std::abs(double(overlapped[size_t(j)]) - want) <= 1.5e-7 * magnitude,
+             "{}: element {} is {} where the double sum is {}", what, i, overlapped[size_t(j)],
+             want);
+  }
+
+  // reduce_grad() with accumulation finishes a reduction in flight and adds to the shard.
+  g.zero_grad_shard();
+  g.unshard();
+  write_inexact_grads(params, r);
+  g.begin_reduce_grad(/*tag=*/6);
+  g.reduce_grad(0.5, /*accumulate=*/true);
+  testing::expect_bits(tensor_to_floats(g.grad_shard()), blocking, what + " accumulated finish");
+}
+
 class FlatParamGroups : public ::testing::TestWithParam<int> {};
 
 TEST_P(FlatParamGroups, ShardUnshardRoundTripIsBitExact) {
@@ -176,6 +249,12 @@ TEST_P(FlatParamGroups, ReduceGradSumsEveryRanksGradients) {
   expect_all_ok(run_ranks(GetParam(), [](RankContext& ctx) {
     for (DType dtype : {DType::f32, DType::bf16})
       for (const std::string& set : testing::param_set_names()) reduce_grads(ctx, set, dtype);
+  }));
+}
+
+TEST_P(FlatParamGroups, OverlappedReductionEqualsTheBlockingOneBitForBit) {
+  expect_all_ok(run_ranks(GetParam(), [](RankContext& ctx) {
+    for (const std::string& set : testing::param_set_names()) overlapped_reduce(ctx, set);
   }));
 }
 

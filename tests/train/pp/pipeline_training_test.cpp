@@ -16,11 +16,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <ostream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "multiproc.h"
 #include "support/training_runs.h"
@@ -266,9 +268,14 @@ TEST(PipelineWire, NarrowTransfersChangeTheLossOnlySlightly) {
 
 // ZeroPP prefetch: with overlap on, UNSHARD only posts the gathers of a stage's units and each
 // unit waits for its own right before it computes; with overlap off each UNSHARD gathers the
-// whole stage first. The gathers move the same bytes, so PP=2 x FSDP=2, gathering per 2
-// micro-batches (several gathers per step, forward and backward), gives equal losses bit for bit.
-// (The FSDP cases above check the prefetching runs against one process.)
+// whole stage first; the stage's last backward posts each unit's gradient reduction as soon as
+// the unit is done, and REDUCE_GRAD sums the blocks in the ring's order. The gathers move the
+// same bytes and the sums add in the same order, so PP=2 x FSDP=2 and FSDP groups of (3, 1),
+// gathering per 2 micro-batches (several gathers per step, forward and backward), give equal
+// losses bit for bit; so does a progress helper thread (H2_PROGRESS_THREAD_US) driving the
+// communicators while units compute. (flat_param_test.cpp checks the order of the sums itself,
+// on gradients chosen so that another order changes the bits; these losses alone would not
+// notice. The FSDP cases above check the prefetching runs against one process.)
 TEST(PipelineFsdp, PrefetchedGathersEqualBlockingOnesBitForBit) {
   const fs::path dir = fresh_dir("h2_pp_prefetch");
   config::TrainConfig cfg = small_config(dir, 4);
@@ -277,18 +284,31 @@ TEST(PipelineFsdp, PrefetchedGathersEqualBlockingOnesBitForBit) {
   cfg.train.eval_every = 0;
   cfg.train.grad_accum = 4;
   cfg.parallel.mode = config::ParallelMode::pipeline;
-  cfg.parallel.stage_ranks = "2,2";
   cfg.parallel.fsdp = true;
   cfg.parallel.gather_group = 2;
-  std::map<int64_t, double> losses[2];
-  for (bool overlap : {true, false}) {
-    cfg.parallel.overlap = overlap;
-    cfg.log.metrics_file = (dir / fmt::format("overlap_{}.jsonl", overlap)).string();
-    train_on_ranks(cfg, 4);
-    losses[overlap ? 1 : 0] = read_metrics(cfg.log.metrics_file).loss;
+  struct Variant {
+    const char* name;
+    bool overlap;
+    bool helper_thread;
+  };
+  for (const std::string groups : {"2,2", "3,1"}) {
+    cfg.parallel.stage_ranks = groups;
+    cfg.train.batch_size = groups == "3,1" ? 3 : 4;  // rows of a micro-batch: split evenly
+    std::vector<Variant> variants{{"overlap off", false, false}, {"overlap on", true, false}};
+    if (groups == "2,2") variants.push_back({"overlap on, helper thread", true, true});
+    std::vector<std::map<int64_t, double>> losses;
+    for (const Variant& v : variants) {
+      if (v.helper_thread) setenv("H2_PROGRESS_THREAD_US", "20", 1);  // the forked ranks see it
+      cfg.parallel.overlap = v.overlap;
+      cfg.log.metrics_file = (dir / fmt::format("{}_{}.jsonl", groups, losses.size())).string();
+      train_on_ranks(cfg, 4);
+      unsetenv("H2_PROGRESS_THREAD_US");
+      losses.push_back(read_metrics(cfg.log.metrics_file).loss);
+    }
+    ASSERT_EQ(losses[0].size(), 3u) << groups;
+    for (size_t i = 1; i < variants.size(); ++i)
+      EXPECT_EQ(losses[i], losses[0]) << groups << ": " << variants[i].name;
   }
-  ASSERT_EQ(losses[0].size(), 3u);
-  EXPECT_EQ(losses[1], losses[0]);
 }
 
 // Segmented transfers (parallel.segment_kb) carry the same values as whole ones: each piece of
