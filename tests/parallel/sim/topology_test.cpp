@@ -9,23 +9,12 @@
 #include <map>
 
 #include "core/error.h"
+#include "sim_fixtures.h"
 
 namespace h2::parallel::sim {
 namespace {
 
-// Nodes: 0 and 1 with 2 chips of type a each (chips 0-3), 2 and 3 with 2 of type b (chips 4-7).
-Cluster two_types() {
-  Cluster c;
-  c.name = "test";
-  c.source = "two_types";
-  c.chips = {ChipSpec{.name = "a"}, ChipSpec{.name = "b"}};
-  c.nodes = {{"a", 2}, {"a", 2}, {"b", 2}, {"b", 2}};
-  c.intra_node = {{"a", {100e9, 1e-6}}, {"b", {50e9, 2e-6}}};
-  c.inter_node = {{"a", {25e9, 5e-6}}, {"b", {20e9, 6e-6}}};
-  c.cross_type = {{"a", {10e9, 20e-6}}, {"b", {4e9, 30e-6}}};
-  c.time_scale = 2;
-  return c;
-}
+using testing::two_types;
 
 // Seconds until one transfer of `bytes` from a to b arrives, started alone at time 0.
 double alone(const Topology& topo, int a, int b, double bytes) {
