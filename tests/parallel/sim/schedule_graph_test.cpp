@@ -1,0 +1,102 @@
+// A pipeline schedule as a task graph, against the pipeline simulator and analytic values:
+// - free transfers, equal stages: 1F1B takes (m + p - 1)(F + B), so the bubble is
+//   (p - 1) / (m + p - 1), exactly, as pipeline::simulate says;
+// - transfers that never share a port (neighbours over different link classes, each shorter
+//   than a compute): exactly pipeline::simulate's makespan with flights of latency + bytes /
+//   bandwidth, for GPipe and 1F1B;
+// - two activations in flight through one port at once share it (worked out below), which the
+//   pipeline simulator, whose flights are independent, does not see.
+#include "parallel/sim/schedule_graph.h"
+
+#include <gtest/gtest.h>
+
+#include "parallel/pipeline/generators.h"
+#include "parallel/pipeline/lowering.h"
+#include "sim_fixtures.h"
+
+namespace h2::parallel::sim {
+namespace {
+
+using pipeline::ActionKind;
+using pipeline::Durations;
+using pipeline::Schedule;
+
+double makespan(const Schedule& lowered, const Durations& d, const Topology& topo,
+                double bytes_per_transfer) {
+  std::vector<int> chips;
+  for (int q = 0; q < lowered.ranks; ++q) chips.push_back(q);
+  const ScheduleGraph sg =
+      schedule_graph(lowered, d, chips, [&](int, ActionKind) { return bytes_per_transfer; });
+  return simulate(sg.graph, topo).makespan;
+}
+
+TEST(ScheduleGraph, FreeTransfersGiveTheAnalyticBubble) {
+  Cluster c = testing::one_node(4);
+  c.intra_node["a"].latency = 0;
+  const Topology topo(c);
+  for (int m : {4, 8, 16}) {
+    const Schedule lowered = pipeline::add_send_recv(pipeline::one_f_one_b(4, m));
+    const Durations d(4);  // F 1, B 2, transfers 0
+    const double want = (m + 4 - 1) * 3.0;
+    EXPECT_DOUBLE_EQ(makespan(lowered, d, topo, 0.0), want) << m;
+    EXPECT_DOUBLE_EQ(pipeline::simulate(lowered, d).makespan, want) << m;
+    // bubble = 1 - m (F + B) / makespan = (p - 1) / (m + p - 1)
+    EXPECT_NEAR(1 - m * 3.0 / want, 3.0 / (m + 3), 1e-15);
+  }
+}
+
+TEST(ScheduleGraph, TransfersThatNeverShareAPortMatchThePipelineSimulator) {
+  // Nodes of 2: chips 0-1 and 2-3. Each chip's two neighbours are one within its node and one
+  // across, so the activation and the gradient it sends (and receives) use different ports;
+  // every transfer (at most 0.2 s) ends before its port's next one starts (a compute, 1 s,
+  // apart).
+  Cluster c;
+  c.name = "pairs";
+  c.chips = {ChipSpec{.name = "a"}};
+  c.nodes = {{"a", 2}, {"a", 2}};
+  c.intra_node = {{"a", {100e9, 1e-6}}};
+  c.inter_node = {{"a", {25e9, 5e-6}}};
+  const Topology topo(c);
+  const double bytes = 5e9;
+  for (const Schedule& plain : {pipeline::gpipe(4, 6), pipeline::one_f_one_b(4, 6)}) {
+    const Schedule lowered = pipeline::add_send_recv(plain);
+    Durations d(4);
+    for (int s = 0; s < 4; ++s) {
+      if (s > 0) d.set_flight(s, ActionKind::RECV_F, c.link(s - 1, s).seconds(bytes));
+      if (s < 3) d.set_flight(s, ActionKind::RECV_B, c.link(s + 1, s).seconds(bytes));
+    }
+    const double want = pipeline::simulate(lowered, d).makespan;
+    EXPECT_GT(want, (6 + 3) * 3.0);  // the flights are on the critical path
+    EXPECT_NEAR(makespan(lowered, d, topo, bytes), want, 1e-9);
+  }
+}
+
+// GPipe, 2 stages, 2 micro-batches, F 1 s, one activation 3 s on the link alone (latency 0).
+// Activation 0 leaves at 1 s and moves alone until activation 1 leaves at 2 s (a third of it
+// moved); both then share the port at half speed: activation 0's last two thirds take 4 s (ends
+// at 6 s), by when activation 1 moved two thirds and ends alone 1 s later (7 s). Independent
+// flights would arrive at 4 s and 5 s.
+TEST(ScheduleGraph, ActivationsInFlightTogetherShareThePort) {
+  Cluster c = testing::one_node(2);
+  c.intra_node["a"].latency = 0;
+  const Topology topo(c);
+  const Schedule lowered = pipeline::add_send_recv(pipeline::gpipe(2, 2));
+  const Durations d(2);
+  const ScheduleGraph sg =
+      schedule_graph(lowered, d, {0, 1}, [](int, ActionKind) { return 3 * 100e9; });
+  const TaskTimes t = simulate(sg.graph, topo);
+  std::vector<double> arrivals;
+  for (size_t i = 0; i < lowered.per_rank[1].size(); ++i)
+    if (lowered.per_rank[1][i].kind == ActionKind::RECV_F)
+      arrivals.push_back(t.end[size_t(sg.transfer_task[1][i])]);
+  ASSERT_EQ(arrivals.size(), 2u);
+  EXPECT_NEAR(arrivals[0], 6.0, 1e-9);
+  EXPECT_NEAR(arrivals[1], 7.0, 1e-9);
+  // Rank 1 runs F at 6-7 and 7-8, B at 8-10 and 10-12. Gradient 0 leaves at 10 (two thirds
+  // moved by 12), gradient 1 at 12: they share until gradient 0 ends at 14, gradient 1 ends
+  // alone at 16. Rank 0's backwards: 14-16 and 16-18.
+  EXPECT_NEAR(t.makespan, 18.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace h2::parallel::sim
