@@ -4,7 +4,9 @@
 // until a link saturates; its flows freeze at that rate, the others keep rising), the model
 // flow-level simulators (SimGrid, SimAI's analytical mode) use for bandwidth sharing on networks
 // without congestion control details. Rates change only when a flow starts or finishes, so time
-// advances from event to event exactly (no time step).
+// advances from event to event exactly (no time step). A start or a finish re-shares only the
+// flows connected to it through shared links, and finish times wait in a heap, so an event costs
+// its component, not the whole network (a 1,000-chip step has many small components).
 //
 // Use: start() flows at the current time, ask next_finish() when the earliest active one ends at
 // the current rates, advance() to that time (or to an earlier one where the caller starts
@@ -14,6 +16,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <queue>
 #include <vector>
 
 namespace h2::parallel::sim {
@@ -36,23 +39,41 @@ class FlowNetwork {
   std::vector<FlowId> advance(double t);
 
   double now() const { return now_; }
-  int active() const { return int(active_.size()); }
+  int active() const { return active_; }
   // The current rate of an active flow (bytes per second); 0 for a finished one.
   double rate(FlowId id) const;
 
  private:
   struct Flow {
-    FlowId id;
     std::vector<int> links;
-    double remaining;
+    double remaining = 0;  // bytes left at time `updated`
+    double updated = 0;
     double rate = 0;
+    uint64_t version = 0;  // bumped whenever the rate changes: older finish entries are stale
+    bool active = true;
   };
-  void share();  // max-min fair rates of the active flows
+  struct Finish {
+    double time;
+    FlowId id;
+    uint64_t version;
+    bool operator>(const Finish& o) const { return time > o.time || (time == o.time && id > o.id); }
+  };
+  // Re-shares the flows connected to `links` through shared links (only their rates can
+  // change), bringing their bytes up to now first.
+  void reshare(const std::vector<int>& links);
+  void drop_stale() const;  // pops finish entries of finished flows or of changed rates
 
   std::vector<double> bandwidth_;
-  std::vector<Flow> active_;  // in start order
-  FlowId next_id_ = 0;
+  std::vector<Flow> flows_;                   // by id; finished ones stay, inactive
+  std::vector<std::vector<FlowId>> on_link_;  // the active flows crossing each link
+  mutable std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
+  int active_ = 0;
   double now_ = 0;
+  // Scratch of reshare(), kept to avoid reallocation: per link, the component round's marks.
+  std::vector<int> link_mark_;
+  std::vector<double> link_left_;
+  std::vector<int> link_unfrozen_;
+  int mark_ = 0;
 };
 
 }  // namespace h2::parallel::sim

@@ -5,8 +5,9 @@
 //   share to the others);
 // - on random networks, every rate allocation is feasible (no link over its bandwidth) and every
 //   flow has a bottleneck: a saturated link on its path where no flow gets more than it (the
-//   definition, checked independently of how the rates were computed); and moving the bytes
-//   event by event conserves them (each flow's bytes equal the integral of its rate);
+//   definition, checked independently of how the rates were computed, after every event, with
+//   flows joining at later events); and moving the bytes event by event conserves them (each
+//   flow's bytes equal the integral of its rate);
 // - bad input is refused with the value named.
 #include "parallel/sim/flow_network.h"
 
@@ -120,19 +121,25 @@ TEST(FlowNetwork, RandomNetworksAreMaxMinFairAndConserveBytes) {
     FlowNetwork net(bandwidth);
     std::map<FlowId, std::vector<int>> paths;
     std::map<FlowId, double> bytes, moved;
-    const int flows = 1 + int(rng() % 8);
-    for (int k = 0; k < flows; ++k) {
+    auto start_one = [&] {
       std::vector<int> path;
       for (int l = 0; l < links; ++l)
-        if (rng() % 2 == 0) path.push_back(l);
+        if (rng() % 3 == 0) path.push_back(l);
       if (path.empty()) path.push_back(int(rng() % links));
       const double b = 1e6 * double(1 + rng() % 1000);
       const FlowId id = net.start(path, b);
       paths[id] = path;
       bytes[id] = b;
-    }
+    };
+    const int flows = 1 + int(rng() % 8);
+    for (int k = 0; k < flows; ++k) start_one();
+    int late = int(rng() % 8);  // flows that start at later events, joining running ones
     const std::string what = "trial " + std::to_string(trial);
     while (net.active() > 0) {
+      if (late > 0 && rng() % 2 == 0) {
+        start_one();
+        --late;
+      }
       std::map<FlowId, std::vector<int>> running;
       for (const auto& [id, path] : paths)
         if (net.rate(id) > 0) running[id] = path;
