@@ -1,44 +1,82 @@
 // A pipeline schedule as compute and transfer tasks (see schedule_graph.h).
 #include "parallel/sim/schedule_graph.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "parallel/pipeline/replay.h"
 
 namespace h2::parallel::sim {
 
+namespace {
+
+// Rows [lo, hi) of a micro-batch of `rows` that chip k of a group of g holds (the runtime's
+// split, PipelineRuntime::rows_of).
+std::pair<int64_t, int64_t> rows_of(int64_t rows, size_t k, size_t g) {
+  return {rows * int64_t(k) / int64_t(g), rows * int64_t(k + 1) / int64_t(g)};
+}
+
+}  // namespace
+
 ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
                              const pipeline::Durations& durations,
-                             const std::vector<int>& chip_of_position, const TransferBytes& bytes) {
+                             const std::vector<std::vector<int>>& groups, int64_t rows,
+                             const TransferBytes& bytes) {
   schedule.check_shape();
   const size_t positions = schedule.per_rank.size();
-  H2_CHECK(chip_of_position.size() == positions, "{} chips for a schedule of {} positions",
-           chip_of_position.size(), positions);
+  H2_CHECK(groups.size() == positions, "{} groups for a schedule of {} positions", groups.size(),
+           positions);
+  size_t largest = 0;
+  for (const auto& g : groups) {
+    H2_CHECK(!g.empty(), "a schedule position without chips");
+    largest = std::max(largest, g.size());
+  }
+  H2_CHECK(rows >= int64_t(largest), "micro-batches of {} rows over a group of {} chips", rows,
+           largest);
   ScheduleGraph out;
   out.action_task.resize(positions);
-  out.transfer_task.resize(positions);
+  out.transfer_tasks.resize(positions);
   for (size_t q = 0; q < positions; ++q) {
-    out.action_task[q].assign(schedule.per_rank[q].size(), -1);
-    out.transfer_task[q].assign(schedule.per_rank[q].size(), -1);
+    const size_t n = schedule.per_rank[q].size();
+    out.action_task[q].assign(n, std::vector<TaskId>(groups[q].size(), -1));
+    out.transfer_tasks[q].assign(n, std::vector<std::vector<TaskId>>(groups[q].size()));
   }
   // The replay calls back in an order where every producer came first, so every dependency is
-  // a task already added; a chip's computes follow its list because each position's actions are
-  // called back in list order.
+  // a task already added; each chip's computes follow its position's list.
   const pipeline::ReplayOutcome outcome = pipeline::replay(
       schedule, [&](int rank, size_t index, std::span<const pipeline::Position> producers) {
         const auto q = size_t(rank);
         const pipeline::Action& a = schedule.per_rank[q][index];
-        const int chip = chip_of_position[q];
-        std::vector<TaskId> after;
-        for (const pipeline::Position& p : producers)
-          after.push_back(out.action_task[size_t(p.rank)][p.index]);
-        if (pipeline::is_recv(a.kind) && !producers.empty()) {
-          // The data crosses from the sender's chip; the receive's own work (staging) follows.
-          const int from = chip_of_position[size_t(producers.front().rank)];
-          const TaskId moved = out.graph.transfer(from, chip, bytes(a.stage, a.kind), after);
-          out.transfer_task[q][index] = moved;
-          after = {moved};
+        const std::vector<int>& chips = groups[q];
+        for (size_t k = 0; k < chips.size(); ++k) {
+          std::vector<TaskId> after;
+          for (const pipeline::Position& p : producers) {
+            const auto& from = out.action_task[size_t(p.rank)][p.index];
+            if (size_t(p.rank) == q) {  // this group: the same chip's rows
+              after.push_back(from[k]);
+              continue;
+            }
+            // Another group: its chips that hold some of this chip's rows. A receive moves those
+            // rows from each (a schedule without transfers hands them over for free).
+            const std::vector<int>& senders = groups[size_t(p.rank)];
+            const auto [lo, hi] = rows_of(rows, k, chips.size());
+            for (size_t j = 0; j < senders.size(); ++j) {
+              const auto [slo, shi] = rows_of(rows, j, senders.size());
+              const int64_t overlap = std::min(hi, shi) - std::max(lo, slo);
+              if (overlap <= 0) continue;
+              if (!pipeline::is_recv(a.kind)) {
+                after.push_back(from[j]);
+                continue;
+              }
+              const double piece = bytes(a.stage, a.kind) * double(overlap) / double(rows);
+              const TaskId moved = out.graph.transfer(senders[j], chips[k], piece, {from[j]});
+              out.transfer_tasks[q][index][k].push_back(moved);
+              after.push_back(moved);
+            }
+          }
+          out.action_task[q][index][k] =
+              out.graph.compute(chips[k], durations.get(a.stage, a.kind), after);
         }
-        out.action_task[q][index] = out.graph.compute(chip, durations.get(a.stage, a.kind), after);
       });
   if (!outcome.finished)
     H2_THROW(Error, "schedule_graph: the schedule deadlocks: {}",

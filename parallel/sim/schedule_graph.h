@@ -1,12 +1,15 @@
-// A pipeline schedule as a task graph: every action of every schedule position becomes a compute
-// task on that position's chip (its duration from pipeline::Durations: compute, staging copies,
-// collectives), and every receive a transfer from the sender's chip first, of the bytes the
-// caller says, which then flows over the topology and shares ports with the transfers in flight.
-// The dependencies are the pipeline replay's (pipeline/replay.h), so on a topology where no two
-// transfers are in flight through one port at once the step takes exactly what
-// pipeline::simulate says with flights of latency + bytes / bandwidth; where they are, it takes
-// longer, as a real link would. One chip per schedule position (groups of several ranks, FSDP
-// gathers and replicas are built elsewhere).
+// A pipeline schedule as a task graph. Schedule position q runs on a group of chips (HeteroPP:
+// one or more, each taking rows [R k / g, R (k + 1) / g) of every micro-batch of R rows, as the
+// runtime splits them). Every action becomes a compute task on each chip of its group (its
+// duration from pipeline::Durations, the figure for one chip of that group: compute, staging
+// copies, collectives); every receive first becomes transfers from each chip of the sending
+// group that holds some of the receiving chip's rows, of those rows' share of the micro-batch's
+// bytes (the runtime's re-split between groups of different sizes), which then flow over the
+// topology and share ports with the transfers in flight. The dependencies are the pipeline
+// replay's (pipeline/replay.h), so with one chip per position and no two transfers in flight
+// through one port at once the step takes exactly what pipeline::simulate says with flights of
+// latency + bytes / bandwidth; where transfers share a port, it takes longer, as a real link
+// would. FSDP gathers and reductions, replicas and the optimizer are added by the caller.
 #pragma once
 
 #include <functional>
@@ -19,21 +22,24 @@
 namespace h2::parallel::sim {
 
 // Bytes a receive of `stage` (RECV_F: the activation from stage - 1; RECV_B: the gradient from
-// stage + 1) moves for one micro-batch.
+// stage + 1) moves for one whole micro-batch (all its rows).
 using TransferBytes = std::function<double(int stage, pipeline::ActionKind recv)>;
 
 struct ScheduleGraph {
   TaskGraph graph;
-  // Per position and action index: the task that ends when the action ends.
-  std::vector<std::vector<TaskId>> action_task;
-  // Per position and action index: the transfer task a receive waits for (-1 otherwise).
-  std::vector<std::vector<TaskId>> transfer_task;
+  // Per position, action index and chip of the group: the task that ends when the action ends
+  // on that chip.
+  std::vector<std::vector<std::vector<TaskId>>> action_task;
+  // Per position, action index and chip of the group: the transfers a receive waits for.
+  std::vector<std::vector<std::vector<std::vector<TaskId>>>> transfer_tasks;
 };
 
-// `chip_of_position[q]`: the cluster chip of schedule position q (distinct chips). Throws
-// pipeline's deadlock description when the schedule cannot run.
+// `groups[q]`: the cluster chips of schedule position q (distinct across positions), `rows`: a
+// micro-batch's rows (at least the largest group). Throws pipeline's deadlock description when
+// the schedule cannot run.
 ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
                              const pipeline::Durations& durations,
-                             const std::vector<int>& chip_of_position, const TransferBytes& bytes);
+                             const std::vector<std::vector<int>>& groups, int64_t rows,
+                             const TransferBytes& bytes);
 
 }  // namespace h2::parallel::sim

@@ -23,10 +23,10 @@ using pipeline::Schedule;
 
 double makespan(const Schedule& lowered, const Durations& d, const Topology& topo,
                 double bytes_per_transfer) {
-  std::vector<int> chips;
-  for (int q = 0; q < lowered.ranks; ++q) chips.push_back(q);
-  const ScheduleGraph sg =
-      schedule_graph(lowered, d, chips, [&](int, ActionKind) { return bytes_per_transfer; });
+  std::vector<std::vector<int>> chips;
+  for (int q = 0; q < lowered.ranks; ++q) chips.push_back({q});
+  const ScheduleGraph sg = schedule_graph(lowered, d, chips, /*rows=*/4,
+                                          [&](int, ActionKind) { return bytes_per_transfer; });
   return simulate(sg.graph, topo).makespan;
 }
 
@@ -83,12 +83,12 @@ TEST(ScheduleGraph, ActivationsInFlightTogetherShareThePort) {
   const Schedule lowered = pipeline::add_send_recv(pipeline::gpipe(2, 2));
   const Durations d(2);
   const ScheduleGraph sg =
-      schedule_graph(lowered, d, {0, 1}, [](int, ActionKind) { return 3 * 100e9; });
+      schedule_graph(lowered, d, {{0}, {1}}, 4, [](int, ActionKind) { return 3 * 100e9; });
   const TaskTimes t = simulate(sg.graph, topo);
   std::vector<double> arrivals;
   for (size_t i = 0; i < lowered.per_rank[1].size(); ++i)
     if (lowered.per_rank[1][i].kind == ActionKind::RECV_F)
-      arrivals.push_back(t.end[size_t(sg.transfer_task[1][i])]);
+      arrivals.push_back(t.end[size_t(sg.transfer_tasks[1][i][0].at(0))]);
   ASSERT_EQ(arrivals.size(), 2u);
   EXPECT_NEAR(arrivals[0], 6.0, 1e-9);
   EXPECT_NEAR(arrivals[1], 7.0, 1e-9);
@@ -96,6 +96,47 @@ TEST(ScheduleGraph, ActivationsInFlightTogetherShareThePort) {
   // moved by 12), gradient 1 at 12: they share until gradient 0 ends at 14, gradient 1 ends
   // alone at 16. Rank 0's backwards: 14-16 and 16-18.
   EXPECT_NEAR(t.makespan, 18.0, 1e-9);
+}
+
+// HeteroPP groups: with free transfers, groups of any size give the analytic 1F1B step (every
+// chip of a group runs the stage's actions at once).
+TEST(ScheduleGraph, GroupsWithFreeTransfersGiveTheAnalyticStep) {
+  Cluster c = testing::one_node(6);
+  c.intra_node["a"].latency = 0;
+  const Topology topo(c);
+  const Schedule lowered = pipeline::add_send_recv(pipeline::one_f_one_b(3, 6));
+  const ScheduleGraph sg = schedule_graph(lowered, Durations(3), {{0, 1}, {2}, {3, 4, 5}}, 6,
+                                          [](int, ActionKind) { return 0.0; });
+  EXPECT_DOUBLE_EQ(simulate(sg.graph, topo).makespan, (6 + 3 - 1) * 3.0);
+}
+
+// Re-split between groups (the runtime's rows): a group of 2 sending to a group of 3, 6 rows:
+// chip 0 holds rows 0-2 (to chip 2: rows 0-1, chip 3: row 2), chip 1 rows 3-5 (to chip 3: row
+// 3, chip 4: rows 4-5). With B bytes per micro-batch, bandwidth W and no latency, every piece
+// leaves at once: chip 0 sends 2B/6 and B/6 through one port at W/2 each, so the B/6 piece ends
+// at B/3W and the other then runs alone, ending at B/2W (3B/6 in all through the port); chip 1
+// likewise. Chip 3's receive port carries its two pieces at W/2 each: both end at B/3W.
+TEST(ScheduleGraph, PiecesBetweenGroupsOfDifferentSizesFollowTheRows) {
+  Cluster c = testing::one_node(5);
+  c.intra_node["a"].latency = 0;
+  const Topology topo(c);
+  const Schedule lowered = pipeline::add_send_recv(pipeline::gpipe(2, 1));
+  Durations d(2);
+  d.set(ActionKind::F, 0).set(ActionKind::B, 0);
+  const double B = 6e9, W = 100e9;
+  const ScheduleGraph sg =
+      schedule_graph(lowered, d, {{0, 1}, {2, 3, 4}}, 6, [&](int, ActionKind) { return B; });
+  const TaskTimes t = simulate(sg.graph, topo);
+  size_t recv = 0;
+  while (lowered.per_rank[1][recv].kind != ActionKind::RECV_F) ++recv;
+  const auto& pieces = sg.transfer_tasks[1][recv];
+  ASSERT_EQ(pieces[0].size(), 1u);  // chip 2: rows 0-1 from chip 0
+  ASSERT_EQ(pieces[1].size(), 2u);  // chip 3: row 2 from chip 0, row 3 from chip 1
+  ASSERT_EQ(pieces[2].size(), 1u);  // chip 4: rows 4-5 from chip 1
+  EXPECT_NEAR(t.end[size_t(pieces[0][0])], B / 2 / W, 1e-12);
+  EXPECT_NEAR(t.end[size_t(pieces[1][0])], B / 3 / W, 1e-12);
+  EXPECT_NEAR(t.end[size_t(pieces[1][1])], B / 3 / W, 1e-12);
+  EXPECT_NEAR(t.end[size_t(pieces[2][0])], B / 2 / W, 1e-12);
 }
 
 }  // namespace
