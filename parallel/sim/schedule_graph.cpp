@@ -16,6 +16,25 @@ std::pair<int64_t, int64_t> rows_of(int64_t rows, size_t k, size_t g) {
   return {rows * int64_t(k) / int64_t(g), rows * int64_t(k + 1) / int64_t(g)};
 }
 
+// Turns the group collective just added at (q, index) into the runtime's exchange: the task
+// each chip added there becomes the moment it posts its pieces (zero duration is the caller's
+// business: it is the action's own duration, e.g. staging), every chip sends every other 1/g of
+// `bytes`, and a final zero-length task per chip ends the action once its pieces are in.
+void exchange_in_group(ScheduleGraph& out, size_t q, size_t index, const std::vector<int>& chips,
+                       double bytes) {
+  std::vector<TaskId>& ends = out.action_task[q][index];
+  const std::vector<TaskId> posted = ends;
+  const double piece = bytes / double(chips.size());
+  for (size_t k = 0; k < chips.size(); ++k) {
+    std::vector<TaskId>& in = out.transfer_tasks[q][index][k];
+    for (size_t j = 0; j < chips.size(); ++j)
+      if (j != k) in.push_back(out.graph.transfer(chips[j], chips[k], piece, {posted[j]}));
+    std::vector<TaskId> after = in;
+    after.push_back(posted[k]);
+    ends[k] = out.graph.compute(chips[k], 0.0, after);
+  }
+}
+
 }  // namespace
 
 ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
@@ -77,6 +96,9 @@ ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
           out.action_task[q][index][k] =
               out.graph.compute(chips[k], durations.get(a.stage, a.kind), after);
         }
+        if (chips.size() > 1 && (a.kind == pipeline::ActionKind::UNSHARD ||
+                                 a.kind == pipeline::ActionKind::REDUCE_GRAD))
+          exchange_in_group(out, q, index, chips, bytes(a.stage, a.kind));
       });
   if (!outcome.finished)
     H2_THROW(Error, "schedule_graph: the schedule deadlocks: {}",

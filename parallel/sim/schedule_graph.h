@@ -9,7 +9,11 @@
 // replay's (pipeline/replay.h), so with one chip per position and no two transfers in flight
 // through one port at once the step takes exactly what pipeline::simulate says with flights of
 // latency + bytes / bandwidth; where transfers share a port, it takes longer, as a real link
-// would. FSDP gathers and reductions, replicas and the optimizer are added by the caller.
+// would. On a group of several chips UNSHARD and REDUCE_GRAD (FSDP) become point-to-point
+// exchanges, as the runtime posts them: each chip, on reaching the action, sends every other
+// chip of the group its 1/g of the collective's bytes, and the action ends on a chip after all
+// its pieces have arrived (the whole stage's gather before its compute: overlap off's UNSHARD;
+// the per-unit prefetch needs unit durations). Replicas and the optimizer are the caller's.
 #pragma once
 
 #include <functional>
@@ -22,7 +26,8 @@
 namespace h2::parallel::sim {
 
 // Bytes a receive of `stage` (RECV_F: the activation from stage - 1; RECV_B: the gradient from
-// stage + 1) moves for one whole micro-batch (all its rows).
+// stage + 1) moves for one whole micro-batch (all its rows); for UNSHARD and REDUCE_GRAD, the
+// whole collective's bytes (the stage's parameters in the compute dtype; its FP32 gradients).
 using TransferBytes = std::function<double(int stage, pipeline::ActionKind recv)>;
 
 struct ScheduleGraph {
@@ -30,7 +35,8 @@ struct ScheduleGraph {
   // Per position, action index and chip of the group: the task that ends when the action ends
   // on that chip.
   std::vector<std::vector<std::vector<TaskId>>> action_task;
-  // Per position, action index and chip of the group: the transfers a receive waits for.
+  // Per position, action index and chip of the group: the transfers a receive (or a group
+  // collective) waits for.
   std::vector<std::vector<std::vector<std::vector<TaskId>>>> transfer_tasks;
 };
 

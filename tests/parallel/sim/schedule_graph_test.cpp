@@ -139,5 +139,29 @@ TEST(ScheduleGraph, PiecesBetweenGroupsOfDifferentSizesFollowTheRows) {
   EXPECT_NEAR(t.end[size_t(pieces[2][0])], B / 2 / W, 1e-12);
 }
 
+// FSDP on one stage over a group of g chips (one node, W = 100 GB/s, 1 us): UNSHARD and
+// REDUCE_GRAD exchange 1/g of P (parameters) or G (gradients) between every pair; each port
+// carries g - 1 pieces at once, so a gather takes 1 us + (g - 1)/g P / W, the ring's bandwidth
+// term, before the m (F + B) of compute, and the reduction likewise after it.
+TEST(ScheduleGraph, FsdpGathersAndReductionsAreExchangesInTheGroup) {
+  const double P = 3e9, G = 6e9, W = 100e9, F = 1.0, B = 2.0;
+  const int m = 4;
+  pipeline::LoweringOptions fsdp;
+  fsdp.fsdp = true;
+  const Schedule lowered = pipeline::lower(pipeline::one_f_one_b(1, m), fsdp);
+  for (int g : {2, 3}) {
+    const Cluster c = testing::one_node(g);
+    const Topology topo(c);
+    std::vector<int> group;
+    for (int k = 0; k < g; ++k) group.push_back(k);
+    const ScheduleGraph sg =
+        schedule_graph(lowered, Durations(1), {group}, 6, [&](int, ActionKind kind) {
+          return kind == ActionKind::UNSHARD ? P : kind == ActionKind::REDUCE_GRAD ? G : 0.0;
+        });
+    const double gather = 1e-6 + (g - 1) * P / g / W, reduce = 1e-6 + (g - 1) * G / g / W;
+    EXPECT_NEAR(simulate(sg.graph, topo).makespan, gather + m * (F + B) + reduce, 1e-9) << g;
+  }
+}
+
 }  // namespace
 }  // namespace h2::parallel::sim
