@@ -20,18 +20,18 @@ std::pair<int64_t, int64_t> rows_of(int64_t rows, size_t k, size_t g) {
 // each chip added there becomes the moment it posts its pieces (zero duration is the caller's
 // business: it is the action's own duration, e.g. staging), every chip sends every other 1/g of
 // `bytes`, and a final zero-length task per chip ends the action once its pieces are in.
-void exchange_in_group(ScheduleGraph& out, size_t q, size_t index, const std::vector<int>& chips,
-                       double bytes) {
+void exchange_in_group(TaskGraph& graph, ScheduleGraph& out, size_t q, size_t index,
+                       const std::vector<int>& chips, double bytes) {
   std::vector<TaskId>& ends = out.action_task[q][index];
   const std::vector<TaskId> posted = ends;
   const double piece = bytes / double(chips.size());
   for (size_t k = 0; k < chips.size(); ++k) {
     std::vector<TaskId>& in = out.transfer_tasks[q][index][k];
     for (size_t j = 0; j < chips.size(); ++j)
-      if (j != k) in.push_back(out.graph.transfer(chips[j], chips[k], piece, {posted[j]}));
+      if (j != k) in.push_back(graph.transfer(chips[j], chips[k], piece, {posted[j]}));
     std::vector<TaskId> after = in;
     after.push_back(posted[k]);
-    ends[k] = out.graph.compute(chips[k], 0.0, after);
+    ends[k] = graph.compute(chips[k], 0.0, after);
   }
 }
 
@@ -41,6 +41,16 @@ ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
                              const pipeline::Durations& durations,
                              const std::vector<std::vector<int>>& groups, int64_t rows,
                              const TransferBytes& bytes) {
+  ScheduleGraph out;
+  TaskGraph graph;
+  add_schedule(graph, out, schedule, durations, groups, rows, bytes);
+  out.graph = std::move(graph);
+  return out;
+}
+
+void add_schedule(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule& schedule,
+                  const pipeline::Durations& durations, const std::vector<std::vector<int>>& groups,
+                  int64_t rows, const TransferBytes& bytes) {
   schedule.check_shape();
   const size_t positions = schedule.per_rank.size();
   H2_CHECK(groups.size() == positions, "{} groups for a schedule of {} positions", groups.size(),
@@ -52,7 +62,8 @@ ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
   }
   H2_CHECK(rows >= int64_t(largest), "micro-batches of {} rows over a group of {} chips", rows,
            largest);
-  ScheduleGraph out;
+  out.action_task.clear();
+  out.transfer_tasks.clear();
   out.action_task.resize(positions);
   out.transfer_tasks.resize(positions);
   for (size_t q = 0; q < positions; ++q) {
@@ -88,22 +99,21 @@ ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
                 continue;
               }
               const double piece = bytes(a.stage, a.kind) * double(overlap) / double(rows);
-              const TaskId moved = out.graph.transfer(senders[j], chips[k], piece, {from[j]});
+              const TaskId moved = graph.transfer(senders[j], chips[k], piece, {from[j]});
               out.transfer_tasks[q][index][k].push_back(moved);
               after.push_back(moved);
             }
           }
           out.action_task[q][index][k] =
-              out.graph.compute(chips[k], durations.get(a.stage, a.kind), after);
+              graph.compute(chips[k], durations.get(a.stage, a.kind), after);
         }
         if (chips.size() > 1 && (a.kind == pipeline::ActionKind::UNSHARD ||
                                  a.kind == pipeline::ActionKind::REDUCE_GRAD))
-          exchange_in_group(out, q, index, chips, bytes(a.stage, a.kind));
+          exchange_in_group(graph, out, q, index, chips, bytes(a.stage, a.kind));
       });
   if (!outcome.finished)
     H2_THROW(Error, "schedule_graph: the schedule deadlocks: {}",
              pipeline::describe_deadlock(schedule, outcome));
-  return out;
 }
 
 }  // namespace h2::parallel::sim

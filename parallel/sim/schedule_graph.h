@@ -47,5 +47,9 @@ ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
                              const pipeline::Durations& durations,
                              const std::vector<std::vector<int>>& groups, int64_t rows,
                              const TransferBytes& bytes);
+// The same, added to `graph` (another replica's tasks may be there); `out.graph` stays empty.
+void add_schedule(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule& schedule,
+                  const pipeline::Durations& durations, const std::vector<std::vector<int>>& groups,
+                  int64_t rows, const TransferBytes& bytes);
 
 }  // namespace h2::parallel::sim

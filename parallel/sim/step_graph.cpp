@@ -1,0 +1,95 @@
+// A plan's training step as tasks: replicas, their gradient all-reduce, the optimizer (see
+// step_graph.h).
+#include "parallel/sim/step_graph.h"
+
+#include "core/error.h"
+
+namespace h2::parallel::sim {
+
+namespace {
+
+// The index in `list` of stage s's REDUCE_GRAD, or else of its last backward (B, I or W); -1
+// when the list never runs stage s.
+int gradients_final_at(const std::vector<pipeline::Action>& list, int stage) {
+  int last_backward = -1;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].stage != stage) continue;
+    if (list[i].kind == pipeline::ActionKind::REDUCE_GRAD) return int(i);
+    if (list[i].kind == pipeline::ActionKind::B || list[i].kind == pipeline::ActionKind::I ||
+        list[i].kind == pipeline::ActionKind::W)
+      last_backward = int(i);
+  }
+  return last_backward;
+}
+
+// A ring all-reduce of `bytes` over `chips`, each chip starting after its `ready` task: 2 (R - 1)
+// steps in which every chip sends bytes / R to the next, the block it received the step before
+// (its own first). Returns, per chip, the task after which its result is complete.
+std::vector<TaskId> ring_all_reduce(TaskGraph& graph, const std::vector<int>& chips,
+                                    const std::vector<TaskId>& ready, double bytes) {
+  const size_t R = chips.size();
+  if (R < 2) return ready;
+  std::vector<TaskId> received = ready;  // what each chip forwards next waits for this
+  for (size_t step = 0; step < 2 * (R - 1); ++step) {
+    std::vector<TaskId> next(R);
+    for (size_t r = 0; r < R; ++r)
+      next[(r + 1) % R] =
+          graph.transfer(chips[r], chips[(r + 1) % R], bytes / double(R), {received[r], ready[r]});
+    received = next;
+  }
+  return received;
+}
+
+}  // namespace
+
+StepGraph step_graph(const StepSpec& spec, int cluster_chips) {
+  H2_CHECK(spec.schedule != nullptr && spec.durations != nullptr && !spec.replicas.empty(),
+           "step_graph: a schedule, durations and at least one replica");
+  const pipeline::Schedule& schedule = *spec.schedule;
+  StepGraph out;
+  out.replicas.resize(spec.replicas.size());
+  for (size_t r = 0; r < spec.replicas.size(); ++r)
+    add_schedule(out.graph, out.replicas[r], schedule, *spec.durations, spec.replicas[r], spec.rows,
+                 spec.bytes);
+
+  // Per chip: the tasks its optimizer waits for (every stage's reduced gradients).
+  std::vector<std::vector<TaskId>> reduced(static_cast<size_t>(cluster_chips));
+  const size_t positions = schedule.per_rank.size();
+  for (size_t q = 0; q < positions; ++q) {
+    const size_t g = spec.replicas[0][q].size();
+    std::vector<int> stages;
+    for (const pipeline::Action& a : schedule.per_rank[q])
+      if (std::find(stages.begin(), stages.end(), a.stage) == stages.end())
+        stages.push_back(a.stage);
+    for (int s : stages) {
+      const int at = gradients_final_at(schedule.per_rank[q], s);
+      if (at < 0) continue;
+      for (size_t k = 0; k < g; ++k) {
+        std::vector<int> ring;
+        std::vector<TaskId> ready;
+        for (size_t r = 0; r < spec.replicas.size(); ++r) {
+          H2_CHECK(spec.replicas[r][q].size() == g,
+                   "replica {} has {} chips at position {} where replica 0 has {}", r,
+                   spec.replicas[r][q].size(), q, g);
+          ring.push_back(spec.replicas[r][q][k]);
+          ready.push_back(out.replicas[r].action_task[q][size_t(at)][k]);
+        }
+        const double bytes = spec.replica_bytes ? spec.replica_bytes(s) : 0.0;
+        const std::vector<TaskId> done = ring_all_reduce(out.graph, ring, ready, bytes);
+        for (size_t r = 0; r < ring.size(); ++r) reduced[size_t(ring[r])].push_back(done[r]);
+      }
+    }
+  }
+  out.optimizer.assign(size_t(cluster_chips), -1);
+  for (size_t r = 0; r < spec.replicas.size(); ++r)
+    for (size_t q = 0; q < positions; ++q)
+      for (int chip : spec.replicas[r][q]) {
+        H2_CHECK(chip >= 0 && chip < cluster_chips, "chip {} of a cluster of {}", chip,
+                 cluster_chips);
+        const double seconds = spec.optimizer_s ? spec.optimizer_s(int(q)) : 0.0;
+        out.optimizer[size_t(chip)] = out.graph.compute(chip, seconds, reduced[size_t(chip)]);
+      }
+  return out;
+}
+
+}  // namespace h2::parallel::sim

@@ -1,0 +1,39 @@
+// One training step of a plan as a task graph: every replica's pipeline (schedule_graph.h) on
+// its own chips, then, per stage and chip, the gradient all-reduce across the replicas (a ring
+// over the chips that hold the same share in each replica: reduce-scatter then all-gather,
+// 2 (R - 1) steps of bytes / R) starting once that stage's gradients are final on the chip (its
+// REDUCE_GRAD, or its last backward), so it overlaps the rest of the backward as the runtime's
+// gradient reducer does; and the optimizer on every chip after all its stages' reductions.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "parallel/sim/schedule_graph.h"
+
+namespace h2::parallel::sim {
+
+struct StepSpec {
+  const pipeline::Schedule* schedule = nullptr;  // lowered
+  const pipeline::Durations* durations = nullptr;
+  // [replica][position]: the chips of each schedule position in each replica (same group sizes
+  // in every replica).
+  std::vector<std::vector<std::vector<int>>> replicas;
+  int64_t rows = 1;  // rows of a micro-batch
+  TransferBytes bytes;
+  // Bytes one chip of the position holding `stage` all-reduces over the replicas (its FP32
+  // gradients of the stage, or its FSDP shard of them).
+  std::function<double(int stage)> replica_bytes;
+  // Seconds of the optimizer on one chip of `position` (0 when empty).
+  std::function<double(int position)> optimizer_s;
+};
+
+struct StepGraph {
+  TaskGraph graph;
+  std::vector<ScheduleGraph> replicas;  // task ids of each replica's actions (graph empty)
+  std::vector<TaskId> optimizer;        // per chip (cluster index), -1 for chips not in the plan
+};
+
+StepGraph step_graph(const StepSpec& spec, int cluster_chips);
+
+}  // namespace h2::parallel::sim
