@@ -64,7 +64,7 @@ int run(int argc, char** argv) {
   double makespan = 0;
   for (int i = 0; i < repeats; ++i) {
     auto start = Clock::now();
-    const parallel::sim::StepGraph step = parallel::sim::step_graph(spec, cluster.size());
+    const parallel::sim::StepGraph step = parallel::sim::step_graph(spec, topology);
     build_s.push_back(seconds_since(start));
     start = Clock::now();
     makespan = parallel::sim::simulate(step.graph, topology).makespan;

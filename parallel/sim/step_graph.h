@@ -1,9 +1,10 @@
 // One training step of a plan as a task graph: every replica's pipeline (schedule_graph.h) on
 // its own chips, then, per stage and chip, the gradient all-reduce across the replicas (a ring
-// over the chips that hold the same share in each replica: reduce-scatter then all-gather,
-// 2 (R - 1) steps of bytes / R) starting once that stage's gradients are final on the chip (its
-// REDUCE_GRAD, or its last backward), so it overlaps the rest of the backward as the runtime's
-// gradient reducer does; and the optimizer on every chip after all its stages' reductions.
+// over the chips that hold the same share in each replica, pipelined: each streams 2 (R - 1) / R
+// of the bytes to the next, with the ring's 2 (R - 1) latencies) starting once that stage's
+// gradients are final on every chip of the ring (its REDUCE_GRAD, or its last backward), so it
+// overlaps the rest of the backward as the runtime's gradient reducer does; and the optimizer
+// on every chip after all its stages' reductions.
 #pragma once
 
 #include <functional>
@@ -34,6 +35,6 @@ struct StepGraph {
   std::vector<TaskId> optimizer;        // per chip (cluster index), -1 for chips not in the plan
 };
 
-StepGraph step_graph(const StepSpec& spec, int cluster_chips);
+StepGraph step_graph(const StepSpec& spec, const Topology& topology);
 
 }  // namespace h2::parallel::sim

@@ -31,6 +31,11 @@ TaskId TaskGraph::transfer(int from, int to, double bytes, std::vector<TaskId> a
       {.kind = Task::Kind::transfer, .chip = from, .to = to, .bytes = bytes, .after = after});
 }
 
+TaskId TaskGraph::delay(double seconds, std::vector<TaskId> after) {
+  H2_CHECK(seconds >= 0 && std::isfinite(seconds), "a delay of {} s", seconds);
+  return add({.kind = Task::Kind::delay, .seconds = seconds, .after = after});
+}
+
 namespace {
 
 // A timed event: a compute ends or a transfer's latency has elapsed (its flow may start).
@@ -80,10 +85,10 @@ TaskTimes simulate(const TaskGraph& graph, const Topology& topology) {
   auto ready = [&](TaskId id) {  // every dependency has ended, at `now`
     const Task& task = tasks[size_t(id)];
     t.start[size_t(id)] = now;
-    if (task.kind == Task::Kind::compute)
-      timed.push({now + task.seconds, id});
-    else
+    if (task.kind == Task::Kind::transfer)
       timed.push({now + topology.latency(task.chip, task.to), id});
+    else
+      timed.push({now + task.seconds, id});
   };
   auto end = [&](TaskId id) {
     t.end[size_t(id)] = now;
@@ -105,7 +110,7 @@ TaskTimes simulate(const TaskGraph& graph, const Topology& topology) {
       const TaskId id = timed.top().task;
       timed.pop();
       const Task& task = tasks[size_t(id)];
-      if (task.kind == Task::Kind::compute) {
+      if (task.kind != Task::Kind::transfer) {
         end(id);
       } else {  // the latency has elapsed: the bytes start to move
         flow_task[net.start(topology.path(task.chip, task.to), task.bytes)] = id;

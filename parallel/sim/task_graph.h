@@ -1,9 +1,10 @@
 // TaskGraph: one training step as tasks with dependencies, and its discrete-event replay over a
 // cluster's topology: the cluster simulator's engine.
 //
-// A task is compute on one chip (a duration, from profiles or data sheets) or a transfer between
+// A task is compute on one chip (a duration, from profiles or data sheets), a transfer between
 // two chips (bytes; it starts once its dependencies are done plus the link's latency, then moves
-// as a flow sharing ports with the other transfers in flight, topology.h). A task starts when
+// as a flow sharing ports with the other transfers in flight, topology.h), or a delay that
+// occupies nothing (joins, protocol latencies). A task starts when
 // every task it depends on has ended; computes of one chip run one at a time, in the order they
 // were added (a chip's compute stream). Collectives and pipeline schedules are built from these
 // two kinds by the callers. simulate() returns every task's start and end time; it advances from
@@ -20,10 +21,11 @@ namespace h2::parallel::sim {
 using TaskId = int;
 
 struct Task {
-  enum class Kind { compute, transfer } kind = Kind::compute;
+  // delay: time that passes on no chip (a join of dependencies, a protocol's latencies).
+  enum class Kind { compute, transfer, delay } kind = Kind::compute;
   int chip = 0;        // compute: the chip; transfer: the sender
   int to = -1;         // transfer: the receiver
-  double seconds = 0;  // compute: duration
+  double seconds = 0;  // compute, delay: duration
   double bytes = 0;    // transfer: size
   std::vector<TaskId> after;
 };
@@ -33,6 +35,7 @@ class TaskGraph {
   // `after`: tasks already added. Compute runs after the chip's previous compute too.
   TaskId compute(int chip, double seconds, std::vector<TaskId> after = {});
   TaskId transfer(int from, int to, double bytes, std::vector<TaskId> after = {});
+  TaskId delay(double seconds, std::vector<TaskId> after = {});
   const std::vector<Task>& tasks() const { return tasks_; }
 
  private:

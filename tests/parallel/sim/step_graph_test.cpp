@@ -1,7 +1,7 @@
 // A plan's step with replicas: the pipeline, then each stage's gradient all-reduce over the
-// replicas (a ring: 2 (R - 1) steps of bytes / R) from the moment that stage's gradients are
-// final, then the optimizer. Analytic cases on one node (W = 100 GB/s, latency 1 us, no port
-// shared by two ring steps):
+// replicas (a pipelined ring: uncontended, 2 (R - 1)(latency + bytes / R / bandwidth)) from the
+// moment that stage's gradients are final, then the optimizer. Analytic cases on one node (W = 100
+// GB/s, latency 1 us, no port shared by two ring steps):
 // - one stage, R replicas: m (F + B) + 2 (R - 1)(1 us + G / R / W) + optimizer;
 // - two stages, two replicas, 1F1B with m = 2: the last stage's gradients are final at 7 s and
 //   its reduction runs while the first stage still computes (until 9 s): the step is the later
@@ -39,7 +39,7 @@ TEST(StepGraph, ReplicasReduceAfterThePipelineThenStep) {
     spec.bytes = [](int, ActionKind) { return 0.0; };
     spec.replica_bytes = [](int) { return 8e9; };
     spec.optimizer_s = [](int) { return 0.5; };
-    const StepGraph step = step_graph(spec, c.size());
+    const StepGraph step = step_graph(spec, topo);
     EXPECT_NEAR(simulate(step.graph, topo).makespan, m * 3.0 + ring(R, 8e9) + 0.5, 1e-9) << R;
   }
 }
@@ -56,7 +56,7 @@ TEST(StepGraph, TheLastStagesReductionOverlapsTheFirstStagesBackward) {
   const double G0 = 1e9, G1 = 300e9;
   spec.replica_bytes = [&](int stage) { return stage == 0 ? G0 : G1; };
   spec.optimizer_s = [](int) { return 0.25; };
-  const StepGraph step = step_graph(spec, c.size());
+  const StepGraph step = step_graph(spec, topo);
   const TaskTimes t = simulate(step.graph, topo);
   // The critical path F0.0 -> F1.0 -> B1.0 -> F1.1 -> B1.1 -> B0.1 crosses two transfers of
   // 1 us each: stage 1's gradients are final at 7 s + 1 us, stage 0's at 9 s + 2 us.

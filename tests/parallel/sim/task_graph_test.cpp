@@ -4,7 +4,7 @@
 // - two transfers into one port take twice as long as one;
 // - a ring all-gather built from transfers (g - 1 steps, each rank forwarding the block it just
 //   received) takes (g - 1)(latency + B / g / bandwidth), the cost model's ring formula;
-// - a compute waiting for a transfer starts when the bytes have arrived;
+// - a compute waiting for a transfer starts when the bytes have arrived; a delay holds no chip;
 // - bad graphs are refused with the task named.
 #include "parallel/sim/task_graph.h"
 
@@ -77,6 +77,19 @@ TEST(TaskGraph, ARingAllGatherTakesTheRingFormula) {
     const double want = (chips - 1) * (1e-6 + block / 100e9);
     EXPECT_NEAR(simulate(g, topo).makespan, want, 1e-12 * chips) << chips << " chips";
   }
+}
+
+TEST(TaskGraph, ADelayOccupiesNoChip) {
+  const Cluster c = testing::one_node(1);
+  const Topology topo(c);
+  TaskGraph g;
+  const TaskId wait = g.delay(5.0);
+  const TaskId work = g.compute(0, 1.0);  // not held up by the delay
+  const TaskId after = g.compute(0, 1.0, {wait});
+  const TaskTimes t = simulate(g, topo);
+  EXPECT_DOUBLE_EQ(t.end[size_t(work)], 1.0);
+  EXPECT_DOUBLE_EQ(t.end[size_t(wait)], 5.0);
+  EXPECT_DOUBLE_EQ(t.end[size_t(after)], 6.0);
 }
 
 TEST(TaskGraph, BadGraphsAreNamed) {
