@@ -29,7 +29,7 @@ class FlowNetwork {
   explicit FlowNetwork(std::vector<double> link_bandwidth);
 
   // Starts moving `bytes` (>= 0) over `links` (valid ids, no repeats; empty: limited by nothing,
-  // finishes at once) at the current time. Re-shares every link on the path.
+  // finishes at once) at the current time. Flows are numbered 0, 1, 2, ... in start order.
   FlowId start(std::vector<int> links, double bytes);
   // When the earliest active flow finishes if no flow starts before (infinity when none is
   // active).

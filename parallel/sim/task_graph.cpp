@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <queue>
 
 #include "core/error.h"
@@ -61,23 +60,23 @@ TaskTimes simulate(const TaskGraph& graph, const Topology& topology) {
   // chip's previous one).
   std::vector<std::vector<TaskId>> dependents(n);
   std::vector<int> waiting(n, 0);
-  std::map<int, TaskId> last_compute;
+  std::vector<TaskId> last_compute(size_t(topology.chips()), -1);  // per chip
   for (size_t i = 0; i < n; ++i) {
     for (TaskId d : tasks[i].after) dependents[size_t(d)].push_back(TaskId(i)), ++waiting[i];
     if (tasks[i].kind != Task::Kind::compute) continue;
-    auto [it, first] = last_compute.try_emplace(tasks[i].chip, TaskId(i));
-    if (!first) {
-      dependents[size_t(it->second)].push_back(TaskId(i));
-      ++waiting[i];
-      it->second = TaskId(i);
-    }
     if (tasks[i].chip < 0 || tasks[i].chip >= topology.chips())
       H2_THROW(Error, "task {} computes on chip {}; the cluster has {}", i, tasks[i].chip,
                topology.chips());
+    TaskId& previous = last_compute[size_t(tasks[i].chip)];
+    if (previous >= 0) {
+      dependents[size_t(previous)].push_back(TaskId(i));
+      ++waiting[i];
+    }
+    previous = TaskId(i);
   }
 
   FlowNetwork net = topology.network();
-  std::map<FlowId, TaskId> flow_task;
+  std::vector<TaskId> flow_task;  // by flow id (the network numbers flows 0, 1, ...)
   std::priority_queue<Timed, std::vector<Timed>, std::greater<>> timed;
   double now = 0;
   size_t ended = 0;
@@ -105,7 +104,7 @@ TaskTimes simulate(const TaskGraph& graph, const Topology& topology) {
     const double next = std::min(next_timed, next_flow);
     H2_CHECK(next < inf, "{} of {} tasks never became ready (a dependency cycle?)", n - ended, n);
     now = next;
-    for (FlowId f : net.advance(now)) end(flow_task.at(f));
+    for (FlowId f : net.advance(now)) end(flow_task[size_t(f)]);
     while (!timed.empty() && timed.top().time <= now) {
       const TaskId id = timed.top().task;
       timed.pop();
@@ -113,7 +112,9 @@ TaskTimes simulate(const TaskGraph& graph, const Topology& topology) {
       if (task.kind != Task::Kind::transfer) {
         end(id);
       } else {  // the latency has elapsed: the bytes start to move
-        flow_task[net.start(topology.path(task.chip, task.to), task.bytes)] = id;
+        const FlowId f = net.start(topology.path(task.chip, task.to), task.bytes);
+        H2_CHECK(f == FlowId(flow_task.size()), "flow ids must be dense");
+        flow_task.push_back(id);
       }
     }
   }
