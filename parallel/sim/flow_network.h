@@ -1,12 +1,12 @@
 // FlowNetwork: transfers as fluid flows over a cluster's links, for the cluster simulator. Every
 // link has a bandwidth; a flow crosses a fixed path of links and has a number of bytes to move.
 // Concurrent flows share each link max-min fairly (progressive filling: all rates rise together
-// until a link saturates; its flows freeze at that rate, the others keep rising), the model
-// flow-level simulators (SimGrid, SimAI's analytical mode) use for bandwidth sharing on networks
-// without congestion control details. Rates change only when a flow starts or finishes, so time
-// advances from event to event exactly (no time step). A start or a finish re-shares only the
-// flows connected to it through shared links, and finish times wait in a heap, so an event costs
-// its component, not the whole network (a 1,000-chip step has many small components).
+// until a link saturates; its flows freeze at that rate, the others keep rising), the sharing
+// model of flow-level simulators such as SimGrid's, which leave congestion control out. Rates
+// change only when a flow starts or finishes, so time advances from event to event exactly (no time
+// step). A start or a finish re-shares only the flows connected to it through shared links, and
+// finish times wait in a heap, so an event costs its component, not the whole network (a 1,000-chip
+// step has many small components).
 //
 // Use: start() flows at the current time, ask next_finish() when the earliest active one ends at
 // the current rates, advance() to that time (or to an earlier one where the caller starts
