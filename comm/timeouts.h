@@ -2,6 +2,7 @@
 // seconds) and how long they busy-poll before yielding the core.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -11,6 +12,28 @@ namespace h2::comm {
 
 // H2_COMM_TIMEOUT (seconds, may be fractional); ConfigError names a bad value.
 Millis comm_timeout();
+
+// The deadline of one wait, which reads the clock only when first asked: a waiter asks every
+// few hundred polls, most short waits end before it ever does, and a clock read costs as much
+// as such a wait. The timeout counts from that first question.
+class WaitDeadline {
+ public:
+  explicit WaitDeadline(Millis timeout) : timeout_(timeout) {}
+  // False the first time (the deadline is set then); afterwards whether it has passed.
+  bool passed() {
+    const auto now = std::chrono::steady_clock::now();
+    if (deadline_ == kUnset) {
+      deadline_ = now + timeout_;
+      return false;
+    }
+    return now > deadline_;
+  }
+
+ private:
+  static constexpr auto kUnset = std::chrono::steady_clock::time_point::max();
+  Millis timeout_;
+  std::chrono::steady_clock::time_point deadline_ = kUnset;
+};
 
 // CPUs this process may run on (its affinity mask; 1 when it cannot be read), and which.
 int usable_cpu_count();

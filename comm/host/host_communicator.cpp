@@ -6,7 +6,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <chrono>
 #include <numeric>
 #include <optional>
 
@@ -25,8 +24,6 @@
 
 namespace h2::comm {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 void check_reducible(DType dtype, ReduceOp op, std::string_view who) {
   if (!reduce_supported(dtype, op))
@@ -95,14 +92,9 @@ class HostRequest final : public Request {
   void wait() override {
     // H2_COMM_TIMEOUT bounds the wait, counted from its 256th poll (a short wait reads no
     // clock). A request posted long before its wait (a prefetch) is not timed out for that.
-    std::optional<Clock::time_point> deadline;
+    WaitDeadline deadline(timeout_);
     for (uint64_t spins = 1; !test(); ++spins) {
-      if ((spins & 255) != 0) {
-        if (spins >= spins_before_yield_) sched_yield();
-        continue;
-      }
-      if (!deadline) deadline = Clock::now() + timeout_;
-      if (Clock::now() > *deadline) {
+      if ((spins & 255) == 0 && deadline.passed()) {
         done_ = true;
         transport_.cancel_all();
         transport_.notify_abort(what() + " timed out", peer_);

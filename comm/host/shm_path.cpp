@@ -4,16 +4,13 @@
 #include <fmt/format.h>
 #include <sched.h>
 
-#include <chrono>
 #include <cstring>
-#include <optional>
 
 #include "comm/algorithms/reduce_kernels.h"
 #include "comm/comm_error.h"
+#include "comm/timeouts.h"
 
 namespace h2::comm {
-
-using Clock = std::chrono::steady_clock;
 
 void ShmPath::fail(const std::string& message, int blamed) {
   transport_.notify_abort(message, blamed);
@@ -25,7 +22,7 @@ void ShmPath::spin_until(const Ready& ready, const Signature& signature, int pee
                          const char* waiting) {
   // The clock is read first at the 256th poll: most waits here are shorter than that, and a
   // clock read costs as much as the rest of a small collective's wait.
-  std::optional<Clock::time_point> deadline;
+  WaitDeadline deadline(timeout_);
   for (uint64_t spins = 1; !ready(); ++spins) {
     // The transport keeps moving while this rank waits here (a peer may still be in an earlier
     // collective that needs this rank's progress to finish: a rendezvous send over TCP), every
@@ -41,9 +38,7 @@ void ShmPath::spin_until(const Ready& ready, const Signature& signature, int pee
     };
     if (auto failure = transport_.failure())
       fail(fmt::format("{} failed: {}", where(), failure->reason), -1);
-    if (!deadline)
-      deadline = Clock::now() + timeout_;
-    else if (Clock::now() > *deadline)
+    if (deadline.passed())
       fail(fmt::format("{} timed out after {:.0f} s (H2_COMM_TIMEOUT): rank {} died, hangs or did "
                        "not call {}",
                        where(), timeout_.count() / 1000.0, peer, collective_name(signature.kind)),

@@ -1,6 +1,7 @@
 // Transfers paced to an emulated cluster's links (see paced_transport.h).
 #include "comm/transports/paced/paced_transport.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "comm/comm_error.h"
@@ -22,6 +23,16 @@ int64_t now_ns() {
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(s));
+}
+
+// A link carries one transfer at a time: one of `bytes` posted at `sent` starts once the link
+// is free and holds it for bytes / bandwidth. Returns the start; `free` becomes the end.
+std::chrono::steady_clock::time_point occupy(std::chrono::steady_clock::time_point& free,
+                                             std::chrono::steady_clock::time_point sent,
+                                             double bytes, double bandwidth) {
+  const auto start = std::max(sent, free);
+  free = start + seconds(bytes / bandwidth);
+  return start;
 }
 
 }  // namespace
@@ -74,9 +85,9 @@ OpId PacedTransport::post_send(int peer, uint64_t tag, const void* data, size_t 
   }
   if (sent_now) p.arrived = sent_now;
   p.due = Clock::time_point(std::chrono::nanoseconds(sent));
-  if (peer != rank()) {
+  if (peer != rank()) {  // the same figures the receiver computes: done when the last byte left
     Clock::time_point& free = send_free_[peer];
-    free = std::max(p.due, free) + seconds(double(bytes) / link_(peer).bandwidth);
+    occupy(free, p.due, double(bytes), link_(peer).bandwidth);
     p.due = free;
   }
   const OpId op = next_id_++;
@@ -133,8 +144,7 @@ std::optional<Completion> PacedTransport::test(OpId op) {
     } else {
       const LinkSpec link = link_(p.peer);
       Clock::time_point& free = link_free_[p.peer];
-      const Clock::time_point start = std::max(sent, free);
-      free = start + seconds(double(payload) / link.bandwidth);
+      const Clock::time_point start = occupy(free, sent, double(payload), link.bandwidth);
       p.due = free + seconds(link.latency);
       const double modelled = std::chrono::duration<double>(p.due - start).count();
       // It had not arrived at an earlier poll past its modelled arrival: the real transfer
