@@ -32,6 +32,17 @@ int64_t layout_hash(const std::vector<FlatSlot>& layout, DType dtype) {
   return int64_t(h);
 }
 
+// Tests every request once and drops the finished; true when none is left.
+bool drop_finished(std::vector<std::unique_ptr<comm::Request>>& requests) {
+  std::erase_if(requests, [](const auto& request) { return request->test(); });
+  return requests.empty();
+}
+
+void wait_all(std::vector<std::unique_ptr<comm::Request>>& requests) {
+  for (auto& request : requests) request->wait();
+  requests.clear();
+}
+
 // The flat elements of a Param's tensor (contiguous copy when it is a strided view).
 Tensor flat_view(const Tensor& t) {
   return t.contiguous().view({t.numel()});
@@ -132,29 +143,34 @@ void FlatParamGroup::unshard() {
   if (!full_grad_.defined()) allocate_full_grads();
 }
 
+template <class RecvInto, class SendFrom>
+void FlatParamGroup::post_exchange(int tag, const RecvInto& recv_into, const SendFrom& send_from,
+                                   std::vector<std::unique_ptr<comm::Request>>& requests) {
+  for (int r = 0; r < group_size_; ++r) {
+    if (r == rank_) continue;
+    requests.push_back(group_->irecv(recv_into(r), r, tag));
+    requests.push_back(group_->isend(send_from(r), r, tag));
+  }
+}
+
 void FlatParamGroup::begin_unshard(int tag) {
   if (full_.defined() || gathering_.defined()) return;
   gather_source_ = rounded_master();
   gathering_ = Tensor::empty({padded_numel()}, dtype_, *device_);
   ops::copy({.out = gathering_.slice(0, shard_offset(), shard_offset() + shard_numel_),
              .in = gather_source_});
-  for (int r = 0; r < group_size_; ++r) {
-    if (r == rank_) continue;
-    gather_requests_.push_back(
-        group_->irecv(gathering_.slice(0, r * shard_numel_, (r + 1) * shard_numel_), r, tag));
-    gather_requests_.push_back(group_->isend(gather_source_, r, tag));
-  }
+  post_exchange(
+      tag, [&](int r) { return gathering_.slice(0, r * shard_numel_, (r + 1) * shard_numel_); },
+      [&](int) { return gather_source_; }, gather_requests_);
 }
 
 bool FlatParamGroup::poll_unshard() {
-  std::erase_if(gather_requests_, [](const auto& request) { return request->test(); });
-  return gather_requests_.empty();
+  return drop_finished(gather_requests_);
 }
 
 void FlatParamGroup::finish_unshard() {
   if (gathering_.defined()) {
-    for (auto& request : gather_requests_) request->wait();
-    gather_requests_.clear();
+    wait_all(gather_requests_);
     use_full(std::move(gathering_));
     gathering_ = Tensor();
     gather_source_ = Tensor();
@@ -208,13 +224,22 @@ void FlatParamGroup::take_reduced(const Tensor& reduced, double scale, bool accu
   release_full_grads();
 }
 
+Tensor FlatParamGroup::reduce_target(double scale, bool accumulate) const {
+  const bool direct = scale == 1.0 && !accumulate;
+  return direct ? grad_shard_ : Tensor::empty({shard_numel_}, DType::f32, *device_);
+}
+
 void FlatParamGroup::reduce_grad(double scale, bool accumulate) {
   if (reducing_.defined()) return finish_reduce_grad(scale, accumulate);
   check_full_grads();
-  const bool direct = scale == 1.0 && !accumulate;
-  Tensor reduced = direct ? grad_shard_ : Tensor::empty({shard_numel_}, DType::f32, *device_);
+  Tensor reduced = reduce_target(scale, accumulate);
   group_->reduce_scatter(reduced, full_grad_, comm::ReduceOp::sum);
   take_reduced(reduced, scale, accumulate);
+}
+
+Tensor FlatParamGroup::received_block(int q) const {
+  const int64_t slot = q < rank_ ? q : q - 1;  // this rank's own block is not received
+  return reducing_.slice(0, slot * shard_numel_, (slot + 1) * shard_numel_);
 }
 
 void FlatParamGroup::begin_reduce_grad(int tag) {
@@ -222,35 +247,26 @@ void FlatParamGroup::begin_reduce_grad(int tag) {
   check_full_grads();
   reducing_ =
       Tensor::empty({std::max<int64_t>(group_size_ - 1, 1) * shard_numel_}, DType::f32, *device_);
-  for (int r = 0, slot = 0; r < group_size_; ++r) {
-    if (r == rank_) continue;
-    reduce_requests_.push_back(
-        group_->irecv(reducing_.slice(0, slot * shard_numel_, (slot + 1) * shard_numel_), r, tag));
-    reduce_requests_.push_back(
-        group_->isend(full_grad_.slice(0, r * shard_numel_, (r + 1) * shard_numel_), r, tag));
-    ++slot;
-  }
+  post_exchange(
+      tag, [&](int q) { return received_block(q); },
+      [&](int r) { return full_grad_.slice(0, r * shard_numel_, (r + 1) * shard_numel_); },
+      reduce_requests_);
 }
 
 bool FlatParamGroup::poll_reduce_grad() {
-  std::erase_if(reduce_requests_, [](const auto& request) { return request->test(); });
-  return reduce_requests_.empty();
+  return drop_finished(reduce_requests_);
 }
 
 void FlatParamGroup::finish_reduce_grad(double scale, bool accumulate) {
   if (!reducing_.defined()) return reduce_grad(scale, accumulate);
-  for (auto& request : reduce_requests_) request->wait();
-  reduce_requests_.clear();
-  // Rank q's block of this rank's shard: received into slot q (q < rank) or q - 1 (q > rank).
+  wait_all(reduce_requests_);
   auto block = [&](int q) {
     if (q == rank_) return full_grad_.slice(0, shard_offset(), shard_offset() + shard_numel_);
-    const int slot = q < rank_ ? q : q - 1;
-    return reducing_.slice(0, slot * shard_numel_, (slot + 1) * shard_numel_);
+    return received_block(q);
   };
   // The ring's order: the partial sum starts at rank r + 1 and every later rank adds its block,
   // this rank's last (a + b == b + a exactly, so only the order of the additions matters).
-  const bool direct = scale == 1.0 && !accumulate;
-  Tensor sum = direct ? grad_shard_ : Tensor::empty({shard_numel_}, DType::f32, *device_);
+  Tensor sum = reduce_target(scale, accumulate);
   ops::copy({.out = sum, .in = block((rank_ + 1) % group_size_)});
   for (int k = 2; k <= group_size_; ++k)
     ops::add({.out = sum, .a = sum, .b = block((rank_ + k) % group_size_)});

@@ -112,6 +112,16 @@ class FlatParamGroup {
   void use_full(Tensor full);     // keeps the full buffer and points every Param into it
   void allocate_full_grads();
   void check_full_grads() const;  // every Param's grad still a view of full_grad_
+  // Sends send_from(r) to and receives recv_into(r) from every other rank r of the group.
+  template <class RecvInto, class SendFrom>
+  void post_exchange(int tag, const RecvInto& recv_into, const SendFrom& send_from,
+                     std::vector<std::unique_ptr<comm::Request>>& requests);
+  // Where a reduction's sum goes: straight into the gradient shard when nothing scales or
+  // accumulates, else a new buffer.
+  Tensor reduce_target(double scale, bool accumulate) const;
+  // Rank q's block of this rank's shard in a reduction in flight (q != this rank: those are
+  // received in rank order; this rank's own stays in the full gradients).
+  Tensor received_block(int q) const;
   // grad_shard = scale * reduced (+ grad_shard), then releases the full gradients.
   void take_reduced(const Tensor& reduced, double scale, bool accumulate);
   void release_full_grads();

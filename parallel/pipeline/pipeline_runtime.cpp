@@ -105,7 +105,8 @@ PipelineRuntime::PipelineRuntime(nn::Model& model, StageLayout layout, Schedule 
 }
 
 template <class Compute>
-void PipelineRuntime::compute_unit(const Compute& compute) {
+void PipelineRuntime::compute_unit(int unit, const Compute& compute) {
+  await_gather(unit);
   if (!progress_) return compute();
   progress_->resume();
   struct Pause {
@@ -202,8 +203,7 @@ void PipelineRuntime::forward(int stage, int mb, bool training) {
   settle_sends();
   std::vector<nn::Stash> stashes;
   for (int u = layout_.begin(stage); u < layout_.end(stage); ++u) {
-    await_gather(u);
-    compute_unit([&] { x = units_[size_t(u)]->forward(x); });
+    compute_unit(u, [&] { x = units_[size_t(u)]->forward(x); });
     poll_group_transfers(stage);
     if (training)
       stashes.push_back(units_[size_t(u)]->take_stash());
@@ -244,10 +244,9 @@ void PipelineRuntime::backward(ActionKind kind, int stage, int mb) {
   const bool split = kind == ActionKind::I;  // weight gradients wait for this micro-batch's W
   const bool last = last_backward_.at(stage) == Action::compute(kind, stage, mb);
   for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
-    await_gather(u);
     units_[size_t(u)]->put_stash(std::move(stash->second[size_t(u - layout_.begin(stage))]));
     units_[size_t(u)]->set_defer_weight_grads(split);
-    compute_unit([&] { grad = units_[size_t(u)]->backward(grad); });
+    compute_unit(u, [&] { grad = units_[size_t(u)]->backward(grad); });
     units_[size_t(u)]->set_defer_weight_grads(false);
     if (last) unit_gradients_final(u);
     poll_group_transfers(stage);
@@ -271,8 +270,7 @@ void PipelineRuntime::weight_backward(int stage, int mb) {
   settle_sends();
   const bool last = last_backward_.at(stage) == Action::compute(ActionKind::W, stage, mb);
   for (int u = layout_.end(stage) - 1; u >= layout_.begin(stage); --u) {
-    await_gather(u);
-    compute_unit([&] { units_[size_t(u)]->weight_backward(); });
+    compute_unit(u, [&] { units_[size_t(u)]->weight_backward(); });
     if (last) unit_gradients_final(u);
     poll_group_transfers(stage);
   }

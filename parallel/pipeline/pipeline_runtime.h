@@ -189,9 +189,10 @@ class PipelineRuntime {
   void unit_gradients_final(int unit);
   // Whether stage's gradients need REDUCE_GRAD (a group of several ranks, or FSDP shards).
   bool reduces_in_group() const { return group_ != nullptr; }
-  // Runs one unit's compute, with the progress helper driving the communicators meanwhile.
+  // Runs one unit's compute once its prefetched gather is here, with the progress helper
+  // driving the communicators meanwhile.
   template <class Compute>
-  void compute_unit(const Compute& compute);
+  void compute_unit(int unit, const Compute& compute);
   void forward(int stage, int mb, bool training);
   void backward(ActionKind kind, int stage, int mb);
   void weight_backward(int stage, int mb);

@@ -39,9 +39,7 @@ constexpr lowp::QuantSpec kWireSpec{
 }  // namespace
 
 std::pair<int64_t, int64_t> PipelineRuntime::rows_of(int q, int k, int mb) const {
-  const int64_t rows = batches_.at(size_t(mb)).rows;
-  const int64_t g = int64_t(groups_.at(size_t(q)).size());
-  return {rows * k / g, rows * (k + 1) / g};
+  return group_rows(batches_.at(size_t(mb)).rows, k, int64_t(groups_.at(size_t(q)).size()));
 }
 
 Tensor PipelineRuntime::take_incoming(std::map<Key, Incoming>& box, Key key, const char* what) {

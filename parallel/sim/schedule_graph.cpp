@@ -5,21 +5,16 @@
 
 #include "core/error.h"
 #include "parallel/pipeline/replay.h"
+#include "parallel/pipeline/segments.h"
 
 namespace h2::parallel::sim {
 
 namespace {
 
-// Rows [lo, hi) of a micro-batch of `rows` that chip k of a group of g holds (the runtime's
-// split, PipelineRuntime::rows_of).
-std::pair<int64_t, int64_t> rows_of(int64_t rows, size_t k, size_t g) {
-  return {rows * int64_t(k) / int64_t(g), rows * int64_t(k + 1) / int64_t(g)};
-}
-
 // Turns the group collective just added at (q, index) into the runtime's exchange: the task
-// each chip added there becomes the moment it posts its pieces (zero duration is the caller's
-// business: it is the action's own duration, e.g. staging), every chip sends every other 1/g of
-// `bytes`, and a final zero-length task per chip ends the action once its pieces are in.
+// each chip ran there (the action's own duration, e.g. staging) ends when it posts its pieces,
+// every chip sends every other 1/g of `bytes`, and a zero-length task per chip ends the action
+// once its pieces are in.
 void exchange_in_group(TaskGraph& graph, ScheduleGraph& out, size_t q, size_t index,
                        const std::vector<int>& chips, double bytes) {
   std::vector<TaskId>& ends = out.action_task[q][index];
@@ -89,9 +84,10 @@ void add_schedule(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule
             // Another group: its chips that hold some of this chip's rows. A receive moves those
             // rows from each (a schedule without transfers hands them over for free).
             const std::vector<int>& senders = groups[size_t(p.rank)];
-            const auto [lo, hi] = rows_of(rows, k, chips.size());
+            const auto [lo, hi] = pipeline::group_rows(rows, int64_t(k), int64_t(chips.size()));
             for (size_t j = 0; j < senders.size(); ++j) {
-              const auto [slo, shi] = rows_of(rows, j, senders.size());
+              const auto [slo, shi] =
+                  pipeline::group_rows(rows, int64_t(j), int64_t(senders.size()));
               const int64_t overlap = std::min(hi, shi) - std::max(lo, slo);
               if (overlap <= 0) continue;
               if (!pipeline::is_recv(a.kind)) {
