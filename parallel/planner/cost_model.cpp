@@ -168,6 +168,10 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
   std::vector<StageActivations> activations(static_cast<size_t>(S));
   std::vector<int64_t> state(size_t(P), 0);
   std::vector<double> optimizer(size_t(P), 0);
+  std::vector<bool> split_stages(size_t(S), false);  // stages whose backward is split (a W)
+  for (const auto& actions : schedule.per_rank)
+    for (const pipeline::Action& a : actions)
+      if (a.kind == ActionKind::W) split_stages[size_t(a.stage)] = true;
   for (int s = 0; s < S; ++s) {
     const int q = s % P;
     const Group& g = groups[size_t(q)];
@@ -175,12 +179,6 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
     std::vector<UnitCost> costs;
     std::vector<UnitKind> kinds;
     std::vector<double> unit_gather_s, unit_forward_s, unit_reduce_s, unit_last_backward_s;
-    const bool split_backward =
-        std::any_of(schedule.per_rank.begin(), schedule.per_rank.end(), [&](const auto& actions) {
-          return std::any_of(actions.begin(), actions.end(), [&](const pipeline::Action& a) {
-            return a.kind == ActionKind::W && a.stage == s;
-          });
-        });
     for (int u = plan.layout.begin(s); u < plan.layout.end(s); ++u) {
       const UnitKind kind = unit_kind(m, u);
       const UnitCost c = g.profile->cost(kind, g.rows);
@@ -189,15 +187,16 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
       stage_params[size_t(s)] += params_of_unit(u);
       unit_gather_s.push_back(sharded_collective_s(g, params_of_unit(u) * compute_bytes));
       unit_forward_s.push_back(c.forward_s);
-      // Backward order (last unit first): what the stage's last B or W runs per unit.
-      unit_reduce_s.insert(unit_reduce_s.begin(), sharded_collective_s(g, params_of_unit(u) * 4.0));
-      unit_last_backward_s.insert(unit_last_backward_s.begin(),
-                                  split_backward ? c.weight_s : c.backward_s + redo);
+      // What the stage's last B or W runs per unit (reversed below: the backward's order).
+      unit_reduce_s.push_back(sharded_collective_s(g, params_of_unit(u) * 4.0));
+      unit_last_backward_s.push_back(split_stages[size_t(s)] ? c.weight_s : c.backward_s + redo);
       optimizer[size_t(q)] += c.optimizer_s / (plan.fsdp ? double(g.size) : 1.0);
       state[size_t(q)] += unit_state_bytes(m, kind, in.dtype, g.size, plan.fsdp);
       costs.push_back(c);
       kinds.push_back(kind);
     }
+    std::reverse(unit_reduce_s.begin(), unit_reduce_s.end());
+    std::reverse(unit_last_backward_s.begin(), unit_last_backward_s.end());
     activations[size_t(s)] = stage_activations(costs, kinds, plan.recompute,
                                                g.rows * m.activation_bytes_per_row(in.dtype));
     d.set(s, ActionKind::F, F).set(s, ActionKind::B, B).set(s, ActionKind::I, I);
