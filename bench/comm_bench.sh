@@ -68,40 +68,25 @@ ucx_tag_lat() {
   echo "# rounds $rounds, ranks ${ranks[*]}, sides${sides% }, iters $iters, warmup $warmup, small iters $small_iters, latency iters $lat_iters"
 } >"$out/machine.txt"
 
+# pair TEST N ROUND ARGS...: `h2 comm-bench ARGS` then the MPI peer with the same ARGS, on N
+# ranks, each on the sides asked for (OUT_DIR/h2.TEST.npN.ROUND.txt, mpi.TEST...).
+pair() {
+  local test=$1 n=$2 round=$3
+  shift 3
+  if [[ $sides == *" h2 "* ]]; then
+    run "h2.$test.np$n.$round" "${mpirun[@]}" -np "$n" "$h2" comm-bench "$@"
+  fi
+  if [[ $sides == *" mpi "* ]]; then
+    run "mpi.$test.np$n.$round" "${mpirun[@]}" -np "$n" "$peer" "$@"
+  fi
+}
+
 for i in $(seq "$rounds"); do
   for n in "${ranks[@]}"; do
-    if [[ $sides == *" h2 "* ]]; then
-      run "h2.allreduce.np$n.$i" "${mpirun[@]}" -np "$n" \
-        "$h2" comm-bench all_reduce -b 8 -e 64M -f 2 -n "$iters" -w "$warmup"
-    fi
-    if [[ $sides == *" mpi "* ]]; then
-      run "mpi.allreduce.np$n.$i" "${mpirun[@]}" -np "$n" \
-        "$peer" all_reduce -b 8 -e 64M -f 2 -n "$iters" -w "$warmup"
-    fi
-    if [[ $sides == *" h2 "* ]]; then
-      run "h2.small.np$n.$i" "${mpirun[@]}" -np "$n" \
-        "$h2" comm-bench all_reduce -b 8 -e 4K -f 2 -n "$small_iters" -w "$lat_warmup"
-    fi
-    if [[ $sides == *" mpi "* ]]; then
-      run "mpi.small.np$n.$i" "${mpirun[@]}" -np "$n" \
-        "$peer" all_reduce -b 8 -e 4K -f 2 -n "$small_iters" -w "$lat_warmup"
-    fi
-    if [[ $sides == *" h2 "* ]]; then
-      run "h2.barrier.np$n.$i" "${mpirun[@]}" -np "$n" \
-        "$h2" comm-bench barrier -b 8 -e 8 -n "$small_iters" -w "$lat_warmup"
-    fi
-    if [[ $sides == *" mpi "* ]]; then
-      run "mpi.barrier.np$n.$i" "${mpirun[@]}" -np "$n" \
-        "$peer" barrier -b 8 -e 8 -n "$small_iters" -w "$lat_warmup"
-    fi
-    if [[ $sides == *" h2 "* ]]; then
-      run "h2.sendrecv.np$n.$i" "${mpirun[@]}" -np "$n" \
-        "$h2" comm-bench sendrecv -b 8 -e 8 -n "$lat_iters" -w "$lat_warmup"
-    fi
-    if [[ $sides == *" mpi "* ]]; then
-      run "mpi.sendrecv.np$n.$i" "${mpirun[@]}" -np "$n" \
-        "$peer" sendrecv -b 8 -e 8 -n "$lat_iters" -w "$lat_warmup"
-    fi
+    pair allreduce "$n" "$i" all_reduce -b 8 -e 64M -f 2 -n "$iters" -w "$warmup"
+    pair small "$n" "$i" all_reduce -b 8 -e 4K -f 2 -n "$small_iters" -w "$lat_warmup"
+    pair barrier "$n" "$i" barrier -b 8 -e 8 -n "$small_iters" -w "$lat_warmup"
+    pair sendrecv "$n" "$i" sendrecv -b 8 -e 8 -n "$lat_iters" -w "$lat_warmup"
   done
   if [[ $sides == *" ucx "* ]]; then
     run "ucx.taglat.np2.$i" bash -c "$(ucx_tag_lat)"

@@ -107,35 +107,26 @@ def main():
     print("| figure | ranks | H2 | Open MPI | ucx_perftest | ratio |")
     print("|---|---|---|---|---|---|")
     all_ranks = sorted({r for (_, _, r) in runs})
-    for ranks in all_ranks:
-        h2, nh2 = med("h2", "allreduce", ranks)
-        mpi, nmpi = med("mpi", "allreduce", ranks)
-        if h2 is None and mpi is None:
-            continue
-        ratio = f"H2/MPI {h2 / mpi:.2f}x" if h2 and mpi else "-"
-        print(f"| all_reduce 64 MiB f32 busbw (GB/s) | {ranks} | {cell(h2, nh2, 2)} | "
-              f"{cell(mpi, nmpi, 2)} | - | {ratio} |")
     ucx, nucx = med("ucx", "taglat", 2)
-    for ranks in all_ranks:
-        h2, nh2 = med("h2", "sendrecv", ranks)
-        mpi, nmpi = med("mpi", "sendrecv", ranks)
-        if h2 is None and mpi is None:
-            continue
-        ratios = []
-        if h2 and ucx and ranks == 2:  # ucx_perftest runs two processes
-            ratios.append(f"H2/ucx {h2 / ucx:.2f}x")
-        if h2 and mpi:
-            ratios.append(f"H2/MPI {h2 / mpi:.2f}x")
-        print(f"| sendrecv 8 B latency (us) | {ranks} | {cell(h2, nh2, 2)} | "
-              f"{cell(mpi, nmpi, 2)} | - | {', '.join(ratios) or '-'} |")
-    for ranks in all_ranks:
-        h2, nh2 = med("h2", "barrier", ranks)
-        mpi, nmpi = med("mpi", "barrier", ranks)
-        if h2 is None and mpi is None:
-            continue
-        ratio = f"H2/MPI {h2 / mpi:.2f}x" if h2 and mpi else "-"
-        print(f"| barrier latency (us) | {ranks} | {cell(h2, nh2, 2)} | {cell(mpi, nmpi, 2)} | - "
-              f"| {ratio} |")
+
+    def rows(test, label, ucx_ratio=False):
+        """One row per rank count: H2's and Open MPI's medians of `test` and their ratios."""
+        for ranks in all_ranks:
+            h2, nh2 = med("h2", test, ranks)
+            mpi, nmpi = med("mpi", test, ranks)
+            if h2 is None and mpi is None:
+                continue
+            ratios = []
+            if ucx_ratio and h2 and ucx and ranks == 2:  # ucx_perftest runs two processes
+                ratios.append(f"H2/ucx {h2 / ucx:.2f}x")
+            if h2 and mpi:
+                ratios.append(f"H2/MPI {h2 / mpi:.2f}x")
+            print(f"| {label} | {ranks} | {cell(h2, nh2, 2)} | {cell(mpi, nmpi, 2)} | - | "
+                  f"{', '.join(ratios) or '-'} |")
+
+    rows("allreduce", "all_reduce 64 MiB f32 busbw (GB/s)")
+    rows("sendrecv", "sendrecv 8 B latency (us)", ucx_ratio=True)
+    rows("barrier", "barrier latency (us)")
     if ucx is not None:
         print(f"| ucx_perftest tag_lat 8 B, UCX_TLS=sm (us) | 2 | - | - | {cell(ucx, nucx, 3)} | - |")
     print("\nMedians over runs (run count in parentheses). busbw: out-of-place column of the "

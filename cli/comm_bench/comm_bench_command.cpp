@@ -355,9 +355,10 @@ number of wrong elements (-c 1); N/A where a figure does not apply. Sizes run fr
 multiplied by -f (default 2) or increased by -i. The time is the maximum over ranks of the mean
 per iteration (-a 3; nccl-tests defaults to -a 1, the mean). reduce_scatter, all_gather and
 all_to_all use count / ranks elements per rank block; sendrecv sends to rank + 1 and receives
-from rank - 1; barrier makes the same call on every row (the size is a label, nothing checked). In place means out and in are one tensor, which H2's Communicator defines for
-all_reduce, broadcast and all_to_all; the other collectives' in-place halves read N/A. Exit
-code 1 when an element was wrong.
+from rank - 1; barrier makes the same call on every row (the size is a label, nothing checked).
+In place means out and in are one tensor, which H2's Communicator defines for all_reduce,
+broadcast and all_to_all; the other collectives' in-place halves read N/A. Exit code 1 when an
+element was wrong.
 
 Start one process per rank with any launcher, e.g.
   mpirun --allow-run-as-root -np 2 build/bin/h2 comm-bench all_reduce -b 8 -e 64M -f 2

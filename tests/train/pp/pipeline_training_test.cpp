@@ -223,6 +223,17 @@ TEST(PipelinePlan, AStageTooLargeForItsChipIsRefusedBeforeAnyWork) {
       << outcomes[1].message;
 }
 
+// The 4-block model with untied embeddings, pipelined, 4 micro-batches per step, no evaluation
+// (the tests below set steps, evaluation and the parallel layout they compare).
+config::TrainConfig untied_pipeline(const fs::path& dir) {
+  config::TrainConfig cfg = small_config(dir, 4);
+  cfg.model.tie_embeddings = false;
+  cfg.train.eval_every = 0;
+  cfg.train.grad_accum = 4;
+  cfg.parallel.mode = config::ParallelMode::pipeline;
+  return cfg;
+}
+
 // Narrow wires: activations and gradients between stages travel as BF16 (half the bytes) or as
 // E4M3 codes with a scale per token (a quarter); each run differs from the FP32 one (so the wire
 // really narrows) and stays close to it. The FP8 case also runs with stage groups of (2, 1), so
@@ -236,11 +247,7 @@ double worst_relative_loss_difference(const Curve& a, const Curve& b) {
 
 TEST(PipelineWire, NarrowTransfersChangeTheLossOnlySlightly) {
   const fs::path dir = fresh_dir("h2_pp_wire");
-  config::TrainConfig cfg = small_config(dir, 4);
-  cfg.model.tie_embeddings = false;
-  cfg.train.eval_every = 0;
-  cfg.train.grad_accum = 4;
-  cfg.parallel.mode = config::ParallelMode::pipeline;
+  config::TrainConfig cfg = untied_pipeline(dir);
   auto run = [&](const std::string& name, const std::string& wire, int ranks) {
     config::apply_override(cfg, "parallel.wire_dtype=" + wire);
     cfg.parallel.stage_ranks = ranks == 3 ? "2,1" : "";
@@ -278,12 +285,8 @@ TEST(PipelineWire, NarrowTransfersChangeTheLossOnlySlightly) {
 // notice. The FSDP cases above check the prefetching runs against one process.)
 TEST(PipelineFsdp, PrefetchedGathersEqualBlockingOnesBitForBit) {
   const fs::path dir = fresh_dir("h2_pp_prefetch");
-  config::TrainConfig cfg = small_config(dir, 4);
-  cfg.model.tie_embeddings = false;
+  config::TrainConfig cfg = untied_pipeline(dir);
   cfg.train.steps = 3;
-  cfg.train.eval_every = 0;
-  cfg.train.grad_accum = 4;
-  cfg.parallel.mode = config::ParallelMode::pipeline;
   cfg.parallel.fsdp = true;
   cfg.parallel.gather_group = 2;
   struct Variant {
@@ -318,12 +321,9 @@ TEST(PipelineFsdp, PrefetchedGathersEqualBlockingOnesBitForBit) {
 // wire's of the same dtype bit for bit.
 TEST(PipelineWire, SegmentedTransfersEqualTheWholeWireBitForBit) {
   const fs::path dir = fresh_dir("h2_pp_segments");
-  config::TrainConfig cfg = small_config(dir, 4);
-  cfg.model.tie_embeddings = false;
+  config::TrainConfig cfg = untied_pipeline(dir);
   cfg.train.steps = 4;
   cfg.train.eval_every = 2;
-  cfg.train.grad_accum = 4;
-  cfg.parallel.mode = config::ParallelMode::pipeline;
   auto run = [&](const std::string& wire, int ranks, int segment_kb) {
     const std::string name = fmt::format("{}_{}_{}", wire, ranks, segment_kb);
     config::apply_override(cfg, "parallel.wire_dtype=" + wire);
