@@ -14,13 +14,6 @@ namespace {
 
 using pipeline::ActionKind;
 
-// A ring over g ranks moving `bytes` in total, `passes` times (all-gather or reduce-scatter: 1;
-// all-reduce: 2): (g - 1) steps of bytes / g each per pass.
-double ring_s(double bytes, int g, const LinkSpec& link, int passes) {
-  if (g <= 1 || bytes <= 0) return 0;
-  return double(passes) * double(g - 1) * link.seconds(bytes / double(g));
-}
-
 // ZeroPP prefetch (overlap on): UNSHARD posts every unit's gather at once, the gathers cross the
 // link one after another (`gather_s`, in compute order) and unit i computes (`compute_s`) once
 // its own gather and unit i - 1 are done. Returns how much later the stage's compute ends than
@@ -79,6 +72,11 @@ const ChipProfile& Profiles::of(const std::string& chip) const {
   return it->second;
 }
 
+double ring_s(double bytes, int g, const LinkSpec& link, int passes) {
+  if (g <= 1 || bytes <= 0) return 0;
+  return double(passes) * double(g - 1) * link.seconds(bytes / double(g));
+}
+
 int chip_of_rank(const Plan& plan, int rank) {
   const std::string& device = plan.devices.at(size_t(rank));
   const size_t colon = device.find(':');
@@ -119,7 +117,7 @@ double PlanEstimate::tokens_per_s(const Plan& plan, const ModelShape& model) con
   return double(plan.global_micro_batches() * plan.micro_batch_rows * model.seq_len) / step_s;
 }
 
-PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Schedule* lowered) {
+PlanCosts plan_costs(const Plan& plan, const CostInputs& in, const pipeline::Schedule& schedule) {
   H2_CHECK(in.cluster != nullptr && in.profiles != nullptr, "cost model without cluster/profiles");
   const Cluster& cluster = *in.cluster;
   const ModelShape& m = in.model;
@@ -146,8 +144,11 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
   };
   // An FSDP all-gather or reduce-scatter of `bytes` over a group: the ring, plus staging of the
   // shard in and the whole out.
+  auto sharded_staging_s = [&](const Group& g, double bytes) {
+    return host_s(g, bytes + bytes / double(g.size));
+  };
   auto sharded_collective_s = [&](const Group& g, double bytes) {
-    return ring_s(bytes, g.size, g.link, 1) + host_s(g, bytes + bytes / double(g.size));
+    return ring_s(bytes, g.size, g.link, 1) + sharded_staging_s(g, bytes);
   };
   auto params_of_unit = [&](int u) -> double {
     switch (unit_kind(m, u)) {
@@ -161,13 +162,12 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
     return 0;
   };
 
-  const pipeline::Schedule own = lowered ? pipeline::Schedule{} : plan.lowered_schedule();
-  const pipeline::Schedule& schedule = lowered ? *lowered : own;
-  pipeline::Durations d(S);
-  std::vector<double> stage_params(size_t(S), 0);
+  PlanCosts out{.durations = pipeline::Durations(S)};
+  pipeline::Durations& d = out.durations;
+  out.micro_batch_wire_bytes = double(plan.micro_batch_rows) * wire_bytes_per_row(m, wire);
   std::vector<StageActivations> activations(static_cast<size_t>(S));
   std::vector<int64_t> state(size_t(P), 0);
-  std::vector<double> optimizer(size_t(P), 0);
+  out.positions.resize(size_t(P));
   std::vector<bool> split_stages(size_t(S), false);  // stages whose backward is split (a W)
   for (const auto& actions : schedule.per_rank)
     for (const pipeline::Action& a : actions)
@@ -175,28 +175,28 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
   for (int s = 0; s < S; ++s) {
     const int q = s % P;
     const Group& g = groups[size_t(q)];
+    StageCosts& sc = out.stages.emplace_back();
+    sc.position = q;
     double F = 0, B = 0, I = 0, W = 0;
     std::vector<UnitCost> costs;
     std::vector<UnitKind> kinds;
-    std::vector<double> unit_gather_s, unit_forward_s, unit_reduce_s, unit_last_backward_s;
+    std::vector<double> unit_gather_s, unit_reduce_s;
     for (int u = plan.layout.begin(s); u < plan.layout.end(s); ++u) {
       const UnitKind kind = unit_kind(m, u);
       const UnitCost c = g.profile->cost(kind, g.rows);
       const double redo = plan.recompute && kind == UnitKind::block ? c.forward_s : 0;
       F += c.forward_s, B += c.backward_s + redo, I += c.input_s + redo, W += c.weight_s;
-      stage_params[size_t(s)] += params_of_unit(u);
+      sc.params += params_of_unit(u);
+      sc.unit_params.push_back(params_of_unit(u));
       unit_gather_s.push_back(sharded_collective_s(g, params_of_unit(u) * compute_bytes));
-      unit_forward_s.push_back(c.forward_s);
-      // What the stage's last B or W runs per unit (reversed below: the backward's order).
+      sc.unit_forward_s.push_back(c.forward_s);
       unit_reduce_s.push_back(sharded_collective_s(g, params_of_unit(u) * 4.0));
-      unit_last_backward_s.push_back(split_stages[size_t(s)] ? c.weight_s : c.backward_s + redo);
-      optimizer[size_t(q)] += c.optimizer_s / (plan.fsdp ? double(g.size) : 1.0);
+      sc.unit_last_backward_s.push_back(split_stages[size_t(s)] ? c.weight_s : c.backward_s + redo);
+      out.positions[size_t(q)].optimizer_s += c.optimizer_s / (plan.fsdp ? double(g.size) : 1.0);
       state[size_t(q)] += unit_state_bytes(m, kind, in.dtype, g.size, plan.fsdp);
       costs.push_back(c);
       kinds.push_back(kind);
     }
-    std::reverse(unit_reduce_s.begin(), unit_reduce_s.end());
-    std::reverse(unit_last_backward_s.begin(), unit_last_backward_s.end());
     activations[size_t(s)] = stage_activations(costs, kinds, plan.recompute,
                                                g.rows * m.activation_bytes_per_row(in.dtype));
     d.set(s, ActionKind::F, F).set(s, ActionKind::B, B).set(s, ActionKind::I, I);
@@ -216,69 +216,96 @@ PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Sc
     }
     // The group's collectives: FSDP gathers the stage's compute copy and reduce-scatters FP32
     // gradients; replicated groups all-reduce gradients. Staged through host memory both ways.
-    const double param_bytes = stage_params[size_t(s)] * compute_bytes;
-    const double grad_bytes = stage_params[size_t(s)] * 4.0;
+    sc.gather_bytes = sc.params * compute_bytes;
+    sc.gradient_bytes = sc.params * 4.0;
     if (plan.fsdp) {
+      sc.gather_staging_s = sharded_staging_s(g, sc.gather_bytes);
+      sc.reduce_staging_s = sharded_staging_s(g, sc.gradient_bytes);
       // With overlap each unit waits for its own gather while the later ones move (the
-      // forward's order; a period that starts with a backward is costed the same way).
+      // forward's order; a period that starts with a backward is costed the same way), and the
+      // reductions follow the backward (its order: the units reversed).
+      std::vector<double> reduce_s(unit_reduce_s.rbegin(), unit_reduce_s.rend());
+      std::vector<double> backward_s(sc.unit_last_backward_s.rbegin(),
+                                     sc.unit_last_backward_s.rend());
       d.set(s, ActionKind::UNSHARD,
-            plan.overlap ? prefetched_gather_s(unit_gather_s, unit_forward_s)
-                         : sharded_collective_s(g, param_bytes));
+            plan.overlap ? prefetched_gather_s(unit_gather_s, sc.unit_forward_s)
+                         : sharded_collective_s(g, sc.gather_bytes));
       d.set(s, ActionKind::REDUCE_GRAD,
-            plan.overlap ? overlapped_reduce_s(unit_reduce_s, unit_last_backward_s)
-                         : sharded_collective_s(g, grad_bytes));
+            plan.overlap ? overlapped_reduce_s(reduce_s, backward_s)
+                         : sharded_collective_s(g, sc.gradient_bytes));
     } else if (g.size > 1) {
+      sc.reduce_staging_s = host_s(g, 2 * sc.gradient_bytes);
       d.set(s, ActionKind::REDUCE_GRAD,
-            ring_s(grad_bytes, g.size, g.link, 2) + host_s(g, 2 * grad_bytes));
+            ring_s(sc.gradient_bytes, g.size, g.link, 2) + sc.reduce_staging_s);
     }
   }
+
+  const int m_per_replica = plan.micro_batches;
+  const double ids_bytes = double(token_bytes(m, plan.micro_batch_rows, 1));
+  for (int q = 0; q < P; ++q) {
+    const Group& g = groups[size_t(q)];
+    PositionCosts& pc = out.positions[size_t(q)];
+    double params = 0;
+    for (int s = q; s < S; s += P) params += out.stages[size_t(s)].params;
+    if (m.tie_embeddings && P > 1 && q == (S - 1) % P) {  // the head's copy of the tied table
+      params += double(m.embedding_parameters());
+      state[size_t(q)] += unit_state_bytes(m, UnitKind::embedding, in.dtype, g.size, plan.fsdp);
+    }
+    if (R > 1) {
+      pc.replica_bytes = 4.0 * params / (plan.fsdp ? double(g.size) : 1.0);
+      pc.replica_link = cluster.link(g.first_chip, chip_of_rank(plan, plan.rank_at({1, q, 0})));
+      pc.replica_staging_s = host_s(g, 2 * pc.replica_bytes);
+    }
+    pc.upload_s = host_s(g, double(m_per_replica) * ids_bytes);
+    pc.peak_bytes = state[size_t(q)] +
+                    peak_activation_bytes(schedule.per_rank[size_t(q)], activations) +
+                    transfer_bytes(m, g.rows, in.dtype, plan.wire_dtype, P > 1) +
+                    token_bytes(m, plan.micro_batch_rows, m_per_replica);
+  }
+  return out;
+}
+
+PlanEstimate estimate(const Plan& plan, const CostInputs& in, const pipeline::Schedule* lowered) {
+  const pipeline::Schedule own = lowered ? pipeline::Schedule{} : plan.lowered_schedule();
+  const pipeline::Schedule& schedule = lowered ? *lowered : own;
+  const PlanCosts costs = plan_costs(plan, in, schedule);
+  const pipeline::Durations& d = costs.durations;
+  const int P = plan.positions(), S = plan.stages(), R = plan.replicas;
 
   PlanEstimate e;
   e.simulation = pipeline::simulate(schedule, d);
   e.pipeline_s = e.simulation.makespan;
   e.bubble = e.simulation.bubble_fraction;
-  const int m_per_replica = plan.micro_batches;
-  const double ids_bytes = double(token_bytes(m, plan.micro_batch_rows, 1));
   for (int q = 0; q < P; ++q) {
-    const Group& g = groups[size_t(q)];
-    PositionEstimate pe{
-        .chip = g.chip->name, .ranks = g.size, .capacity_bytes = g.chip->memory_bytes};
-    double params = 0, last_backward = 0;
-    for (int s = q; s < S; s += P) {
-      params += stage_params[size_t(s)];
-      last_backward = std::max(last_backward, d.get(s, ActionKind::B));
-    }
-    if (m.tie_embeddings && P > 1 && q == (S - 1) % P) {  // the head's copy of the tied table
-      params += double(m.embedding_parameters());
-      state[size_t(q)] += unit_state_bytes(m, UnitKind::embedding, in.dtype, g.size, plan.fsdp);
-    }
+    const PositionCosts& pc = costs.positions[size_t(q)];
+    const int group = plan.group_sizes[size_t(q)];
+    const ChipSpec& chip = in.cluster->chip_of(chip_of_rank(plan, plan.rank_at({0, q, 0})));
+    PositionEstimate pe{.chip = chip.name,
+                        .ranks = group,
+                        .peak_bytes = pc.peak_bytes,
+                        .capacity_bytes = chip.memory_bytes};
+    double last_backward = 0;
+    for (int s = q; s < S; s += P) last_backward = std::max(last_backward, d.get(s, ActionKind::B));
     double comm = 0;
     const auto& list = schedule.per_rank[size_t(q)];
     for (size_t i = 0; i < list.size(); ++i) {
-      const auto& a = list[i];
       const double span =
           e.simulation.timeline[size_t(q)][i].end - e.simulation.timeline[size_t(q)][i].start;
-      if (pipeline::is_compute(a.kind))
+      if (pipeline::is_compute(list[i].kind))
         pe.busy_s += span;
       else
         comm += span;
     }
     // Replicas sum this rank's gradients (its FSDP shard) while the last backward runs.
-    double tail = optimizer[size_t(q)];
+    double tail = pc.optimizer_s;
     if (R > 1) {
-      const double bytes = 4.0 * params / (plan.fsdp ? double(g.size) : 1.0);
-      const LinkSpec link = cluster.link(g.first_chip, chip_of_rank(plan, plan.rank_at({1, q, 0})));
-      const double reduce = ring_s(bytes, R, link, 2) + host_s(g, 2 * bytes);
+      const double reduce = ring_s(pc.replica_bytes, R, pc.replica_link, 2) + pc.replica_staging_s;
       tail += std::max(0.0, reduce - last_backward);
       comm += reduce;
     }
     e.tail_s = std::max(e.tail_s, tail);
-    e.upload_s = std::max(e.upload_s, host_s(g, double(m_per_replica) * ids_bytes));
+    e.upload_s = std::max(e.upload_s, pc.upload_s);
     e.comm_s = std::max(e.comm_s, comm);
-    pe.peak_bytes = state[size_t(q)] +
-                    peak_activation_bytes(schedule.per_rank[size_t(q)], activations) +
-                    transfer_bytes(m, g.rows, in.dtype, plan.wire_dtype, P > 1) +
-                    token_bytes(m, plan.micro_batch_rows, m_per_replica);
     e.positions.push_back(pe);
   }
   e.step_s = e.upload_s + e.pipeline_s + e.tail_s;

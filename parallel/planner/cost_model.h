@@ -64,6 +64,52 @@ struct PlanEstimate {
   std::string memory_problem() const;
 };
 
+// One stage's costs on one rank of its group, before any replay: what the cost model's
+// durations are made of, kept apart so that the cluster simulator (parallel/sim/plan_step.h) can
+// move the bytes as flows and split the work per unit where the runtime overlaps it.
+struct StageCosts {
+  int position = 0;
+  double params = 0;          // parameters the stage holds
+  double gather_bytes = 0;    // FSDP: the stage's compute copy, which UNSHARD gathers
+  double gradient_bytes = 0;  // its FP32 gradients, which REDUCE_GRAD reduces
+  // Host staging around those collectives on one rank (the shard in and the whole out, or for a
+  // replicated group's all-reduce the gradients both ways).
+  double gather_staging_s = 0, reduce_staging_s = 0;
+  // Per unit in compute order: its forward, and what the stage's last backward action (B, or W
+  // where the backward is split) runs of it.
+  std::vector<double> unit_forward_s, unit_last_backward_s;
+  std::vector<double> unit_params;
+};
+
+// One schedule position's costs per rank of its group.
+struct PositionCosts {
+  double optimizer_s = 0;
+  double upload_s = 0;  // the step's token ids to the chip
+  // Bytes this rank all-reduces over the replicas (its FP32 gradients or their FSDP shard), the
+  // link of that ring, and its host staging.
+  double replica_bytes = 0;
+  LinkSpec replica_link;
+  double replica_staging_s = 0;
+  int64_t peak_bytes = 0;  // memory_model.h
+};
+
+struct PlanCosts {
+  // The cost model's durations per stage for one rank of its group: computes, staging copies,
+  // flights of latency + bytes / bandwidth, and the group collectives as the costed waits
+  // (rings, the prefetched gather's delay, the reduction's wait behind the backward).
+  pipeline::Durations durations;
+  std::vector<StageCosts> stages;
+  std::vector<PositionCosts> positions;
+  double micro_batch_wire_bytes = 0;  // a whole micro-batch's activation on the wire
+};
+
+// `lowered`: plan.lowered_schedule().
+PlanCosts plan_costs(const Plan& plan, const CostInputs& in, const pipeline::Schedule& lowered);
+
+// A ring over g ranks moving `bytes` in total, `passes` times (all-gather or reduce-scatter: 1;
+// all-reduce: 2): (g - 1) steps of bytes / g each per pass.
+double ring_s(double bytes, int g, const LinkSpec& link, int passes);
+
 // `lowered`, when given, is plan.lowered_schedule() computed once for many plans of one shape
 // (schedule, positions, micro-batches, chunks, FSDP): the search's cache.
 PlanEstimate estimate(const Plan& plan, const CostInputs& in,
