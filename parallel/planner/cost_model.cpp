@@ -191,6 +191,10 @@ PlanCosts plan_costs(const Plan& plan, const CostInputs& in, const pipeline::Sch
       unit_gather_s.push_back(sharded_collective_s(g, params_of_unit(u) * compute_bytes));
       sc.unit_forward_s.push_back(c.forward_s);
       unit_reduce_s.push_back(sharded_collective_s(g, params_of_unit(u) * 4.0));
+      if (plan.fsdp) {
+        sc.unit_gather_staging_s.push_back(sharded_staging_s(g, params_of_unit(u) * compute_bytes));
+        sc.unit_reduce_staging_s.push_back(sharded_staging_s(g, params_of_unit(u) * 4.0));
+      }
       sc.unit_last_backward_s.push_back(split_stages[size_t(s)] ? c.weight_s : c.backward_s + redo);
       out.positions[size_t(q)].optimizer_s += c.optimizer_s / (plan.fsdp ? double(g.size) : 1.0);
       state[size_t(q)] += unit_state_bytes(m, kind, in.dtype, g.size, plan.fsdp);

@@ -79,6 +79,8 @@ struct StageCosts {
   // where the backward is split) runs of it.
   std::vector<double> unit_forward_s, unit_last_backward_s;
   std::vector<double> unit_params;
+  // FSDP: each unit's share of the staging above (its gather's, its reduction's).
+  std::vector<double> unit_gather_staging_s, unit_reduce_staging_s;
 };
 
 // One schedule position's costs per rank of its group.

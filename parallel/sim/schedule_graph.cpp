@@ -2,6 +2,8 @@
 #include "parallel/sim/schedule_graph.h"
 
 #include <algorithm>
+#include <map>
+#include <numeric>
 
 #include "core/error.h"
 #include "parallel/pipeline/replay.h"
@@ -11,41 +13,263 @@ namespace h2::parallel::sim {
 
 namespace {
 
-// Turns the group collective just added at (q, index) into the runtime's exchange: the task
-// each chip ran there (the action's own duration, e.g. staging) ends when it posts its pieces,
-// every chip sends every other 1/g of `bytes`, and a zero-length task per chip ends the action
-// once its pieces are in.
-void exchange_in_group(TaskGraph& graph, ScheduleGraph& out, size_t q, size_t index,
-                       const std::vector<int>& chips, double bytes) {
-  std::vector<TaskId>& ends = out.action_task[q][index];
-  const std::vector<TaskId> posted = ends;
-  const double piece = bytes / double(chips.size());
-  for (size_t k = 0; k < chips.size(); ++k) {
-    std::vector<TaskId>& in = out.transfer_tasks[q][index][k];
-    for (size_t j = 0; j < chips.size(); ++j)
-      if (j != k) in.push_back(graph.transfer(chips[j], chips[k], piece, {posted[j]}));
-    std::vector<TaskId> after = in;
-    after.push_back(posted[k]);
-    ends[k] = graph.compute(chips[k], 0.0, after);
+using pipeline::ActionKind;
+
+// Adds one schedule's tasks; the replay (pipeline/replay.h) calls action() in an order where
+// every producer came first, so every dependency is a task already added and each chip's
+// computes follow its position's list.
+class Builder {
+ public:
+  Builder(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule& schedule,
+          const pipeline::Durations& durations, const std::vector<std::vector<int>>& groups,
+          int64_t rows, const TransferBytes& bytes, const std::vector<StageUnits>& units)
+      : graph_(graph),
+        out_(out),
+        schedule_(schedule),
+        durations_(durations),
+        groups_(groups),
+        rows_(rows),
+        bytes_(bytes),
+        units_(units),
+        pending_(schedule.per_rank.size()),
+        reducing_(schedule.per_rank.size()),
+        last_backward_(schedule.per_rank.size()) {
+    for (size_t q = 0; q < schedule.per_rank.size(); ++q) find_last_backwards(q);
   }
-}
+
+  void action(size_t q, size_t index, std::span<const pipeline::Position> producers) {
+    const pipeline::Action& a = schedule_.per_rank[q][index];
+    const std::vector<int>& chips = groups_[q];
+    const bool overlapped = overlaps(a.stage) && chips.size() > 1;
+    const bool gathered = pending_[q].count(a.stage) > 0 && pipeline::is_compute(a.kind);
+    const bool reduces = overlapped && last_backward_[q].count(index) > 0;
+    for (size_t k = 0; k < chips.size(); ++k) {
+      std::vector<TaskId> after = dependencies(q, index, k, producers);
+      TaskId& end = out_.action_task[q][index][k];
+      if (gathered || reduces)
+        end = unit_by_unit(q, index, k, after, gathered, reduces);
+      else
+        end = compute(q, index, chips[k], durations_.get(a.stage, a.kind), std::move(after));
+    }
+    if (gathered) pending_[q].erase(a.stage);
+    if (chips.size() == 1) return;
+    if (a.kind == ActionKind::UNSHARD) {
+      if (overlapped)
+        post_unit_exchanges(q, index, units_[size_t(a.stage)], pending_[q][a.stage]);
+      else
+        exchange_whole(q, index, bytes_(a.stage, a.kind));
+    } else if (a.kind == ActionKind::REDUCE_GRAD) {
+      if (overlapped)
+        join_reductions(q, index);
+      else
+        exchange_whole(q, index, bytes_(a.stage, a.kind));
+    }
+  }
+
+ private:
+  // Per chip of the group, per unit: the pieces of the unit's exchange that arrive at the chip.
+  using UnitPieces = std::vector<std::vector<std::vector<TaskId>>>;
+
+  bool overlaps(int stage) const { return size_t(stage) < units_.size(); }
+
+  TaskId compute(size_t q, size_t index, int chip, double seconds, std::vector<TaskId> after) {
+    const TaskId id = graph_.compute(chip, seconds, std::move(after));
+    graph_.tag(id, action_tag(q, index));
+    return id;
+  }
+
+  // Per REDUCE_GRAD of an overlapped stage, the index of the stage's last B or W before it: the
+  // backward that posts the units' reductions.
+  void find_last_backwards(size_t q) {
+    const auto& list = schedule_.per_rank[q];
+    for (size_t r = 0; r < list.size(); ++r) {
+      if (list[r].kind != ActionKind::REDUCE_GRAD || !overlaps(list[r].stage)) continue;
+      for (size_t i = r; i-- > 0;) {
+        if (list[i].stage != list[r].stage) continue;
+        if (list[i].kind == ActionKind::B || list[i].kind == ActionKind::W) {
+          last_backward_[q][i] = r;
+          break;
+        }
+      }
+    }
+  }
+
+  // What chip k of position q waits for before action `index`: its producers' tasks, through
+  // transfers of its rows where a producer is another group's receive.
+  std::vector<TaskId> dependencies(size_t q, size_t index, size_t k,
+                                   std::span<const pipeline::Position> producers) {
+    const pipeline::Action& a = schedule_.per_rank[q][index];
+    const std::vector<int>& chips = groups_[q];
+    std::vector<TaskId> after;
+    for (const pipeline::Position& p : producers) {
+      const auto& from = out_.action_task[size_t(p.rank)][p.index];
+      if (size_t(p.rank) == q) {  // this group: the same chip's rows
+        after.push_back(from[k]);
+        continue;
+      }
+      // Another group: its chips that hold some of this chip's rows. A receive moves those rows
+      // from each (a schedule without transfers hands them over for free).
+      const std::vector<int>& senders = groups_[size_t(p.rank)];
+      const auto [lo, hi] = pipeline::group_rows(rows_, int64_t(k), int64_t(chips.size()));
+      for (size_t j = 0; j < senders.size(); ++j) {
+        const auto [slo, shi] = pipeline::group_rows(rows_, int64_t(j), int64_t(senders.size()));
+        const int64_t overlap = std::min(hi, shi) - std::max(lo, slo);
+        if (overlap <= 0) continue;
+        if (!pipeline::is_recv(a.kind)) {
+          after.push_back(from[j]);
+          continue;
+        }
+        const double piece = bytes_(a.stage, a.kind) * double(overlap) / double(rows_);
+        const TaskId moved = graph_.transfer(senders[j], chips[k], piece, {from[j]});
+        out_.transfer_tasks[q][index][k].push_back(moved);
+        after.push_back(moved);
+      }
+    }
+    return after;
+  }
+
+  // Runs action `index` on chip k of position q one unit at a time (a backward in reverse unit
+  // order): each unit waits for its gathered parameters (`gathered`) and, for the last backward
+  // before REDUCE_GRAD (`reduces`), posts its reduction when done. Returns the last unit's task.
+  TaskId unit_by_unit(size_t q, size_t index, size_t k, std::vector<TaskId> after, bool gathered,
+                      bool reduces) {
+    const pipeline::Action& a = schedule_.per_rank[q][index];
+    const StageUnits& units = units_.at(size_t(a.stage));
+    const bool backward = !(a.kind == ActionKind::F);
+    const std::vector<double>& weight = backward ? units.last_backward_s : units.forward_s;
+    const size_t n = weight.size();
+    const double total = durations_.get(a.stage, a.kind);
+    const double sum = std::accumulate(weight.begin(), weight.end(), 0.0);
+    const int chip = groups_[q][k];
+    std::vector<TaskId> previous(groups_[q].size(), -1);  // per peer: the last piece sent it
+    TaskId last = -1;
+    for (size_t step = 0; step < n; ++step) {
+      const size_t u = backward ? n - 1 - step : step;
+      if (gathered) {
+        const auto& pieces = pending_[q].at(a.stage)[k][u];
+        after.insert(after.end(), pieces.begin(), pieces.end());
+      }
+      const double share = sum > 0 ? weight[u] / sum : 1.0 / double(n);
+      last = compute(q, index, chip, total * share, std::move(after));
+      after.clear();
+      if (reduces) post_unit_reduction(q, index, k, u, last, previous);
+    }
+    return last;
+  }
+
+  // Chip k's reduction of unit u, posted once task `done` ends: the unit's staging, after the
+  // pieces of the unit before (`previous`: chip k's last pieces, per peer), then 1/g of the
+  // unit's gradients to every other chip.
+  void post_unit_reduction(size_t q, size_t index, size_t k, size_t u, TaskId done,
+                           std::vector<TaskId>& previous) {
+    const pipeline::Action& a = schedule_.per_rank[q][index];
+    const StageUnits& units = units_[size_t(a.stage)];
+    const std::vector<int>& chips = groups_[q];
+    const double piece = units.reduce_bytes[u] / double(chips.size());
+    auto& into = reducing_[q][last_backward_.at(q).at(index)];
+    into.resize(chips.size());
+    std::vector<TaskId> after{done};
+    for (TaskId p : previous)
+      if (p >= 0) after.push_back(p);
+    const TaskId staged = graph_.delay(units.reduce_staging_s[u], std::move(after));
+    for (size_t j = 0; j < chips.size(); ++j) {
+      if (j == k) continue;
+      previous[j] = graph_.transfer(chips[k], chips[j], piece, {staged});
+      into[j].push_back(previous[j]);
+    }
+  }
+
+  // REDUCE_GRAD of an overlapped stage ends on each chip once its own work there and every
+  // unit's pieces sent to it are done.
+  void join_reductions(size_t q, size_t index) {
+    const std::vector<int>& chips = groups_[q];
+    auto& into = reducing_[q][index];
+    into.resize(chips.size());
+    for (size_t k = 0; k < chips.size(); ++k) {
+      TaskId& end = out_.action_task[q][index][k];
+      out_.transfer_tasks[q][index][k] = into[k];
+      std::vector<TaskId> after = into[k];
+      after.push_back(end);
+      end = compute(q, index, chips[k], 0.0, std::move(after));
+    }
+    reducing_[q].erase(index);
+  }
+
+  // UNSHARD of an overlapped stage: each chip, once it reaches the action, stages and sends
+  // every other chip 1/g of each unit's bytes, unit after unit (a unit's staging after the
+  // unit before has left); the action itself ends at once.
+  void post_unit_exchanges(size_t q, size_t index, const StageUnits& units, UnitPieces& arriving) {
+    const std::vector<int>& chips = groups_[q];
+    const std::vector<TaskId>& posted = out_.action_task[q][index];
+    const size_t g = chips.size(), n = units.gather_bytes.size();
+    arriving.assign(g, std::vector<std::vector<TaskId>>(n));
+    for (size_t j = 0; j < g; ++j) {
+      std::vector<TaskId> sent{posted[j]};  // what unit u's staging waits for
+      for (size_t u = 0; u < n; ++u) {
+        const TaskId staged = graph_.delay(units.gather_staging_s[u], std::move(sent));
+        sent.clear();
+        for (size_t k = 0; k < g; ++k) {
+          if (j == k) continue;
+          const TaskId piece =
+              graph_.transfer(chips[j], chips[k], units.gather_bytes[u] / double(g), {staged});
+          arriving[k][u].push_back(piece);
+          out_.transfer_tasks[q][index][k].push_back(piece);
+          sent.push_back(piece);
+        }
+      }
+    }
+  }
+
+  // A group collective exchanged whole: the task each chip ran there (the action's own
+  // duration, e.g. staging) ends when it posts its pieces, every chip sends every other 1/g of
+  // `bytes`, and a zero-length task per chip ends the action once its pieces are in.
+  void exchange_whole(size_t q, size_t index, double bytes) {
+    const std::vector<int>& chips = groups_[q];
+    std::vector<TaskId>& ends = out_.action_task[q][index];
+    const std::vector<TaskId> posted = ends;
+    const double piece = bytes / double(chips.size());
+    for (size_t k = 0; k < chips.size(); ++k) {
+      std::vector<TaskId>& in = out_.transfer_tasks[q][index][k];
+      for (size_t j = 0; j < chips.size(); ++j)
+        if (j != k) in.push_back(graph_.transfer(chips[j], chips[k], piece, {posted[j]}));
+      std::vector<TaskId> after = in;
+      after.push_back(posted[k]);
+      ends[k] = compute(q, index, chips[k], 0.0, std::move(after));
+    }
+  }
+
+  TaskGraph& graph_;
+  ScheduleGraph& out_;
+  const pipeline::Schedule& schedule_;
+  const pipeline::Durations& durations_;
+  const std::vector<std::vector<int>>& groups_;
+  int64_t rows_;
+  const TransferBytes& bytes_;
+  const std::vector<StageUnits>& units_;
+  // Per position: gathers posted and not yet consumed (by stage), reductions in flight (by
+  // their REDUCE_GRAD's index: per receiving chip, the pieces), and the last backwards (their
+  // index -> their REDUCE_GRAD's index).
+  std::vector<std::map<int, UnitPieces>> pending_;
+  std::vector<std::map<size_t, std::vector<std::vector<TaskId>>>> reducing_;
+  std::vector<std::map<size_t, size_t>> last_backward_;
+};
 
 }  // namespace
 
 ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
                              const pipeline::Durations& durations,
                              const std::vector<std::vector<int>>& groups, int64_t rows,
-                             const TransferBytes& bytes) {
+                             const TransferBytes& bytes, const std::vector<StageUnits>& units) {
   ScheduleGraph out;
   TaskGraph graph;
-  add_schedule(graph, out, schedule, durations, groups, rows, bytes);
+  add_schedule(graph, out, schedule, durations, groups, rows, bytes, units);
   out.graph = std::move(graph);
   return out;
 }
 
 void add_schedule(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule& schedule,
                   const pipeline::Durations& durations, const std::vector<std::vector<int>>& groups,
-                  int64_t rows, const TransferBytes& bytes) {
+                  int64_t rows, const TransferBytes& bytes, const std::vector<StageUnits>& units) {
   schedule.check_shape();
   const size_t positions = schedule.per_rank.size();
   H2_CHECK(groups.size() == positions, "{} groups for a schedule of {} positions", groups.size(),
@@ -57,55 +281,32 @@ void add_schedule(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule
   }
   H2_CHECK(rows >= int64_t(largest), "micro-batches of {} rows over a group of {} chips", rows,
            largest);
+  for (size_t s = 0; s < units.size(); ++s) {
+    const StageUnits& u = units[s];
+    const size_t n = u.forward_s.size();
+    H2_CHECK(n > 0 && u.last_backward_s.size() == n && u.gather_bytes.size() == n &&
+                 u.reduce_bytes.size() == n && u.gather_staging_s.size() == n &&
+                 u.reduce_staging_s.size() == n,
+             "stage {}'s units: {} forwards, {} backwards, {} gathers, {} reductions, {} and {} "
+             "stagings",
+             s, n, u.last_backward_s.size(), u.gather_bytes.size(), u.reduce_bytes.size(),
+             u.gather_staging_s.size(), u.reduce_staging_s.size());
+  }
+  H2_CHECK(positions < (size_t(1) << (31 - kActionIndexBits)), "{} positions", positions);
   out.action_task.clear();
   out.transfer_tasks.clear();
   out.action_task.resize(positions);
   out.transfer_tasks.resize(positions);
   for (size_t q = 0; q < positions; ++q) {
     const size_t n = schedule.per_rank[q].size();
+    H2_CHECK(n < (size_t(1) << kActionIndexBits), "{} actions at position {}", n, q);
     out.action_task[q].assign(n, std::vector<TaskId>(groups[q].size(), -1));
     out.transfer_tasks[q].assign(n, std::vector<std::vector<TaskId>>(groups[q].size()));
   }
-  // The replay calls back in an order where every producer came first, so every dependency is
-  // a task already added; each chip's computes follow its position's list.
+  Builder builder(graph, out, schedule, durations, groups, rows, bytes, units);
   const pipeline::ReplayOutcome outcome = pipeline::replay(
       schedule, [&](int rank, size_t index, std::span<const pipeline::Position> producers) {
-        const auto q = size_t(rank);
-        const pipeline::Action& a = schedule.per_rank[q][index];
-        const std::vector<int>& chips = groups[q];
-        for (size_t k = 0; k < chips.size(); ++k) {
-          std::vector<TaskId> after;
-          for (const pipeline::Position& p : producers) {
-            const auto& from = out.action_task[size_t(p.rank)][p.index];
-            if (size_t(p.rank) == q) {  // this group: the same chip's rows
-              after.push_back(from[k]);
-              continue;
-            }
-            // Another group: its chips that hold some of this chip's rows. A receive moves those
-            // rows from each (a schedule without transfers hands them over for free).
-            const std::vector<int>& senders = groups[size_t(p.rank)];
-            const auto [lo, hi] = pipeline::group_rows(rows, int64_t(k), int64_t(chips.size()));
-            for (size_t j = 0; j < senders.size(); ++j) {
-              const auto [slo, shi] =
-                  pipeline::group_rows(rows, int64_t(j), int64_t(senders.size()));
-              const int64_t overlap = std::min(hi, shi) - std::max(lo, slo);
-              if (overlap <= 0) continue;
-              if (!pipeline::is_recv(a.kind)) {
-                after.push_back(from[j]);
-                continue;
-              }
-              const double piece = bytes(a.stage, a.kind) * double(overlap) / double(rows);
-              const TaskId moved = graph.transfer(senders[j], chips[k], piece, {from[j]});
-              out.transfer_tasks[q][index][k].push_back(moved);
-              after.push_back(moved);
-            }
-          }
-          out.action_task[q][index][k] =
-              graph.compute(chips[k], durations.get(a.stage, a.kind), after);
-        }
-        if (chips.size() > 1 && (a.kind == pipeline::ActionKind::UNSHARD ||
-                                 a.kind == pipeline::ActionKind::REDUCE_GRAD))
-          exchange_in_group(graph, out, q, index, chips, bytes(a.stage, a.kind));
+        builder.action(size_t(rank), index, producers);
       });
   if (!outcome.finished)
     H2_THROW(Error, "schedule_graph: the schedule deadlocks: {}",

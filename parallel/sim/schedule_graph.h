@@ -12,8 +12,13 @@
 // would. On a group of several chips UNSHARD and REDUCE_GRAD (FSDP) become point-to-point
 // exchanges, as the runtime posts them: each chip, on reaching the action, sends every other
 // chip of the group its 1/g of the collective's bytes, and the action ends on a chip after all
-// its pieces have arrived (the whole stage's gather before its compute: overlap off's UNSHARD;
-// the per-unit prefetch needs unit durations). Replicas and the optimizer are the caller's.
+// its pieces have arrived (overlap off: the whole stage's gather before its compute). With the
+// stage's units given (overlap on, ZeroPP), UNSHARD posts every unit's exchange and returns, the
+// units' pieces cross each pair of chips one after another, and the stage's next compute runs
+// unit by unit, each unit once its own parameters are in; the stage's last backward before
+// REDUCE_GRAD also runs unit by unit (backward order) and posts each unit's reduction as soon as
+// the unit is done, and REDUCE_GRAD ends once they are all in. Replicas and the optimizer are
+// the caller's.
 #pragma once
 
 #include <functional>
@@ -30,6 +35,29 @@ namespace h2::parallel::sim {
 // whole collective's bytes (the stage's parameters in the compute dtype; its FP32 gradients).
 using TransferBytes = std::function<double(int stage, pipeline::ActionKind recv)>;
 
+// One stage's units, for the overlap of its group collectives (overlap on). Per unit, in compute
+// order: its forward (the stage's F is their sum), what the stage's last backward action (B, or
+// W where the backward is split) runs of it (that action is their sum), the bytes of its share
+// of UNSHARD's and REDUCE_GRAD's collective (the group's whole), and the host staging a chip
+// does before sending its pieces of them (a delay on no chip: the copy engine's).
+struct StageUnits {
+  std::vector<double> forward_s, last_backward_s, gather_bytes, reduce_bytes;
+  std::vector<double> gather_staging_s, reduce_staging_s;
+};
+
+// Tags (Task::tag) of an action's tasks: position and action index; other tasks keep their own
+// (negative) tags.
+constexpr int32_t kActionIndexBits = 20;
+constexpr int32_t action_tag(size_t position, size_t index) {
+  return int32_t((position << kActionIndexBits) | index);
+}
+constexpr size_t tag_position(int32_t tag) {
+  return size_t(tag) >> kActionIndexBits;
+}
+constexpr size_t tag_index(int32_t tag) {
+  return size_t(tag) & ((1u << kActionIndexBits) - 1);
+}
+
 struct ScheduleGraph {
   TaskGraph graph;
   // Per position, action index and chip of the group: the task that ends when the action ends
@@ -42,14 +70,16 @@ struct ScheduleGraph {
 
 // `groups[q]`: the cluster chips of schedule position q (distinct across positions), `rows`: a
 // micro-batch's rows (at least the largest group). Throws pipeline's deadlock description when
-// the schedule cannot run.
+// the schedule cannot run. `units`: per stage (empty, or one entry per stage), the units whose
+// collectives overlap compute; a group collective of a stage without them is exchanged whole.
 ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
                              const pipeline::Durations& durations,
                              const std::vector<std::vector<int>>& groups, int64_t rows,
-                             const TransferBytes& bytes);
+                             const TransferBytes& bytes, const std::vector<StageUnits>& units = {});
 // The same, added to `graph` (another replica's tasks may be there); `out.graph` stays empty.
 void add_schedule(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule& schedule,
                   const pipeline::Durations& durations, const std::vector<std::vector<int>>& groups,
-                  int64_t rows, const TransferBytes& bytes);
+                  int64_t rows, const TransferBytes& bytes,
+                  const std::vector<StageUnits>& units = {});
 
 }  // namespace h2::parallel::sim

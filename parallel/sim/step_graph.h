@@ -1,10 +1,12 @@
-// One training step of a plan as a task graph: every replica's pipeline (schedule_graph.h) on
+// One training step of a plan as a task graph: the step's token ids uploaded to every chip, every
+// replica's pipeline (schedule_graph.h) on
 // its own chips, then, per stage and chip, the gradient all-reduce across the replicas (a ring
 // over the chips that hold the same share in each replica, pipelined: each streams 2 (R - 1) / R
-// of the bytes to the next, with the ring's 2 (R - 1) latencies) starting once that stage's
-// gradients are final on every chip of the ring (its REDUCE_GRAD, or its last backward), so it
-// overlaps the rest of the backward as the runtime's gradient reducer does; and the optimizer
-// on every chip after all its stages' reductions.
+// of the bytes to the next, with the ring's 2 (R - 1) latencies) starting once every chip of the
+// ring is ready: after the stage's REDUCE_GRAD where the group reduces first, else when its last
+// backward starts, whose gradient buckets the runtime's reducer sends while it runs; so it
+// overlaps that backward and the rest of the step's; and the optimizer on every chip after its
+// last backward and all its stages' reductions.
 #pragma once
 
 #include <functional>
@@ -25,9 +27,18 @@ struct StepSpec {
   // Bytes one chip of the position holding `stage` all-reduces over the replicas (its FP32
   // gradients of the stage, or its FSDP shard of them).
   std::function<double(int stage)> replica_bytes;
+  // Seconds of host staging before that ring leaves a chip (0 when empty).
+  std::function<double(int stage)> replica_staging_s;
   // Seconds of the optimizer on one chip of `position` (0 when empty).
   std::function<double(int position)> optimizer_s;
+  // Seconds of the upload on one chip of `position` before its first action (0 when empty).
+  std::function<double(int position)> upload_s;
+  // Per stage, its units where group collectives overlap compute (schedule_graph.h).
+  std::vector<StageUnits> units;
 };
+
+// Tags (Task::tag) of the tasks step_graph adds beside the schedules' actions.
+constexpr int32_t kOptimizerTag = -2, kUploadTag = -3, kReplicaReduceTag = -4;
 
 struct StepGraph {
   TaskGraph graph;

@@ -28,6 +28,7 @@ struct Task {
   double seconds = 0;  // compute, delay: duration
   double bytes = 0;    // transfer: size
   std::vector<TaskId> after;
+  int32_t tag = -1;  // the builder's label (what the task stands for); simulate() ignores it
 };
 
 class TaskGraph {
@@ -36,6 +37,7 @@ class TaskGraph {
   TaskId compute(int chip, double seconds, std::vector<TaskId> after = {});
   TaskId transfer(int from, int to, double bytes, std::vector<TaskId> after = {});
   TaskId delay(double seconds, std::vector<TaskId> after = {});
+  void tag(TaskId id, int32_t tag) { tasks_.at(size_t(id)).tag = tag; }
   const std::vector<Task>& tasks() const { return tasks_; }
 
  private:

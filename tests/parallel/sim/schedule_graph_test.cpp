@@ -163,5 +163,47 @@ TEST(ScheduleGraph, FsdpGathersAndReductionsAreExchangesInTheGroup) {
   }
 }
 
+// ZeroPP's overlap on one stage over two chips (one node, W = 100 GB/s, 1 us; each chip sends
+// to one peer, so no port is shared), 1F1B over m = 2 micro-batches, F = 1 and B = 2 in two units
+// of equal halves. UNSHARD posts both units' gathers: unit 0's half arrives at t_g = 1 us +
+// (P_u / 2) / W, unit 1's t_g later; unit 0 computes from t_g, unit 1 from max(t_g + 0.5, 2 t_g).
+// The last backward posts unit 1's reduction when its half ends and unit 0's when the backward
+// ends; REDUCE_GRAD waits t_r = 1 us + (G_u / 2) / W past it. With transfers shorter than a unit's
+// compute the step is t_g + m (F + B) + t_r, what the cost model's prefetched gather and
+// overlapped reduction charge; exchanged whole it is 2 t_g + m (F + B) + 2 t_r (less two 1 us
+// latencies).
+TEST(ScheduleGraph, OverlappedFsdpWaitsOnlyForTheFirstGatherAndTheLastReduction) {
+  const double W = 100e9, t_g = 0.3, t_r = 0.4;
+  const double P_u = 2 * (t_g - 1e-6) * W, G_u = 2 * (t_r - 1e-6) * W;
+  const int m = 2;
+  pipeline::LoweringOptions fsdp;
+  fsdp.fsdp = true;
+  const Schedule lowered = pipeline::lower(pipeline::one_f_one_b(1, m), fsdp);
+  const Cluster c = testing::one_node(2);
+  const Topology topo(c);
+  const TransferBytes whole = [&](int, ActionKind kind) {
+    return kind == ActionKind::UNSHARD ? 2 * P_u : kind == ActionKind::REDUCE_GRAD ? 2 * G_u : 0.0;
+  };
+  const StageUnits units{.forward_s = {0.5, 0.5},
+                         .last_backward_s = {1.0, 1.0},
+                         .gather_bytes = {P_u, P_u},
+                         .reduce_bytes = {G_u, G_u},
+                         .gather_staging_s = {0, 0},
+                         .reduce_staging_s = {0, 0}};
+  const ScheduleGraph overlapped =
+      schedule_graph(lowered, Durations(1), {{0, 1}}, 2, whole, {units});
+  EXPECT_NEAR(simulate(overlapped.graph, topo).makespan, t_g + m * 3.0 + t_r, 1e-9);
+  const ScheduleGraph blocking = schedule_graph(lowered, Durations(1), {{0, 1}}, 2, whole);
+  EXPECT_NEAR(simulate(blocking.graph, topo).makespan, 2 * t_g + m * 3.0 + 2 * t_r - 2e-6, 1e-9);
+
+  // A unit's staging delays its pieces, and the next unit's staging waits for them: unit 0
+  // now arrives at 0.1 + t_g, unit 1 at 2 (0.1 + t_g) = 0.8, while unit 0 computes until 0.9.
+  StageUnits staged = units;
+  staged.gather_staging_s = {0.1, 0.1};
+  const ScheduleGraph with_staging =
+      schedule_graph(lowered, Durations(1), {{0, 1}}, 2, whole, {staged});
+  EXPECT_NEAR(simulate(with_staging.graph, topo).makespan, 0.1 + t_g + m * 3.0 + t_r, 1e-9);
+}
+
 }  // namespace
 }  // namespace h2::parallel::sim
