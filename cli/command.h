@@ -37,15 +37,17 @@ Command make_logits_command(CLI::App& parent);      // logits_command.cpp
 Command make_comm_bench_command(CLI::App& parent);  // comm_bench/comm_bench_command.cpp
 Command make_profile_command(CLI::App& parent);     // profile_command.cpp
 Command make_plan_command(CLI::App& parent);        // plan_command.cpp
+Command make_simulate_command(CLI::App& parent);    // simulate_command.cpp
 
 class CommandSet {
  public:
   explicit CommandSet(CLI::App& app)
       : commands_{
-            make_train_command(app),   make_generate_command(app), make_export_command(app),
-            make_import_command(app),  make_logits_command(app),   make_profile_command(app),
-            make_plan_command(app),    make_demo_command(app),     make_comm_bench_command(app),
-            make_devices_command(app), make_ops_command(app),      make_env_command(app)} {}
+            make_train_command(app),      make_generate_command(app), make_export_command(app),
+            make_import_command(app),     make_logits_command(app),   make_profile_command(app),
+            make_plan_command(app),       make_simulate_command(app), make_demo_command(app),
+            make_comm_bench_command(app), make_devices_command(app),  make_ops_command(app),
+            make_env_command(app)} {}
   // Runs the subcommand that was parsed; 2 when none was.
   int run_parsed() const {
     for (const Command& command : commands_)

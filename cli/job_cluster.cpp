@@ -18,14 +18,14 @@ std::optional<Cluster> job_cluster(const config::TrainConfig& config) {
 }
 
 std::vector<int> apply_cluster(const Cluster& cluster, config::TrainConfig& config,
-                               RuntimeOptions& options, int world_size) {
-  if (cluster.size() != world_size)
+                               RuntimeOptions& options, int world_size, bool whole_cluster) {
+  if (whole_cluster ? cluster.size() != world_size : cluster.size() < world_size)
     H2_THROW(ConfigError,
              "{}: the cluster has {} chips but the job has {} ranks; start one rank per chip "
              "(h2run -n {} --cluster {})",
              cluster.source, cluster.size(), world_size, cluster.size(), cluster.source);
   std::vector<int> chips(static_cast<size_t>(world_size));
-  std::vector<bool> taken(size_t(world_size), false);
+  std::vector<bool> taken(size_t(cluster.size()), false);
   for (int r = 0; r < world_size; ++r) {
     int chip = r;
     if (!config.cluster.devices.empty()) {
@@ -34,9 +34,9 @@ std::vector<int> apply_cluster(const Cluster& cluster, config::TrainConfig& conf
       chip = -1;
       if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) {
         chip = std::stoi(name);
-        if (chip >= world_size || taken[size_t(chip)]) chip = -2;
+        if (chip >= cluster.size() || taken[size_t(chip)]) chip = -2;
       } else {
-        for (int c = 0; c < world_size && chip < 0; ++c)
+        for (int c = 0; c < cluster.size() && chip < 0; ++c)
           if (!taken[size_t(c)] && cluster.chip_of(c).name == name) chip = c;
       }
       if (chip < 0)

@@ -5,10 +5,10 @@
 // each runner-up lost, and writes the best as a plan file that parallel.plan reads.
 #include <fmt/format.h>
 
-#include "backends/vchip/cluster_file.h"
 #include "cli/command.h"
 #include "cli/plan_output.h"
 #include "cli/planning.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "train/config/plan.h"
 
@@ -16,23 +16,18 @@ namespace h2::cli {
 
 Command make_plan_command(CLI::App& parent) {
   struct Options {
-    std::string config_path, cluster_path, out, profiles = "profiles", evaluate, write_top, part;
-    std::vector<std::string> overrides;
+    PlanningSources sources;
+    std::string out, evaluate, write_top;
     int top = 5;
     bool explain = false;
     int64_t max_classes = kDefaultMaxClasses;
-    bool datasheet = false;
-    std::vector<double> efficiency;
+    bool no_fsdp = false;
+    std::vector<std::string> wires = {"compute", "bf16"};
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand(
       "plan", "HeteroAuto: the best plans of a config on a cluster, predicted time and memory");
-  app->add_option("config", options->config_path, "training config (model, global batch)")
-      ->required();
-  app->add_option("--cluster", options->cluster_path, "cluster file (configs/clusters/*.yaml)")
-      ->required();
-  app->add_option("--part", options->part,
-                  "plan on the chips of this type alone (a homogeneous part of the cluster)");
+  add_planning_options(*app, options->sources);
   app->add_option("--top", options->top, "plans to print (default 5)")->check(CLI::Range(1, 1000));
   app->add_flag("--explain", options->explain, "say why each runner-up lost to the best");
   app->add_option("--max-classes", options->max_classes,
@@ -40,33 +35,28 @@ Command make_plan_command(CLI::App& parent) {
                   "default 48); a search stopped early says how far from the optimum it can be")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   app->add_option("--out", options->out, "write the best plan here (parallel.plan reads it)");
-  app->add_option("--profiles", options->profiles,
-                  "folder of cached profiles (default profiles; missing ones are measured)");
   app->add_option("--evaluate", options->evaluate,
                   "predict this plan file instead of searching (with --out: it, with the "
                   "prediction)");
   app->add_option("--write-top", options->write_top,
                   "write each of the top K plans to this folder (plan-001.yaml, ...)");
-  add_datasheet_options(*app, options->datasheet, options->efficiency);
-  app->add_option("--set", options->overrides, "Override a config key: section.key=value");
+  app->add_option("--wires", options->wires,
+                  "dtypes activations may cross links in: compute (the training dtype), bf16, "
+                  "f8e4m3 (default compute,bf16)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"compute", "bf16", "f8e4m3"}));
+  app->add_flag("--no-fsdp", options->no_fsdp,
+                "replicate parameters in every group instead of trying FSDP (ZeroPP) in it");
   app->footer(
       "The config's global batch (train.batch_size x train.grad_accum x parallel.replicas "
       "sequences per step) stays fixed; the search chooses the chips' order and groups, the "
       "layer split, replicas, micro-batching, schedule, FSDP, recompute and the wire dtype.");
   return {
       app, [options] {
-        const config::TrainConfig cfg =
-            config::load_config(options->config_path, options->overrides);
-        Cluster cluster = vchip::load_cluster(options->cluster_path);
-        if (!options->part.empty()) cluster = cluster.part(options->part);
-        ProfileRequest request{.dir = options->profiles, .print = print_line};
-        if (options->datasheet) use_datasheet(request, options->efficiency, "--efficiency");
-        request.options.seed = uint64_t(cfg.train.seed);
-        const parallel::planner::Profiles profiles = cluster_profiles(cluster, cfg, request);
-        const parallel::planner::CostInputs inputs{.cluster = &cluster,
-                                                   .model = model_shape(cfg),
-                                                   .dtype = cfg.train.dtype,
-                                                   .profiles = &profiles};
+        const PlanningJob job = load_planning_job(options->sources);
+        const config::TrainConfig& cfg = job.config;
+        const Cluster& cluster = job.cluster;
+        const parallel::planner::CostInputs inputs = job.inputs();
         if (!options->evaluate.empty()) {
           const parallel::planner::Candidate given =
               evaluate_plan_file(options->evaluate, cfg, cluster, inputs);
@@ -79,6 +69,11 @@ Command make_plan_command(CLI::App& parent) {
         }
         parallel::planner::SearchSpace space = search_space(cfg);
         space.max_classes = options->max_classes;
+        space.fsdp = !options->no_fsdp;
+        space.wires.clear();
+        for (const std::string& wire : options->wires)
+          space.wires.push_back(wire == "compute" ? std::optional<DType>{}
+                                                  : std::optional<DType>{parse_dtype(wire)});
         space.keep = std::max(options->top, 10);
         const parallel::planner::SearchResult result =
             parallel::planner::search(cluster, inputs, space);
@@ -87,7 +82,7 @@ Command make_plan_command(CLI::App& parent) {
           H2_THROW(ConfigError,
                    "{}: no plan of {} fits the cluster's memory even with recomputation; "
                    "use chips with more memory, a smaller model or a smaller batch",
-                   cluster.source, options->config_path);
+                   cluster.source, options->sources.config_path);
         if (!options->out.empty()) {
           write_text_file(options->out, plan_text(options->out, result.best.front(), cluster,
                                                   inputs, cfg, "the best of the search"));

@@ -8,6 +8,8 @@
 #include <filesystem>
 
 #include "backends/registry.h"
+#include "backends/vchip/cluster_file.h"
+#include "cli/command.h"
 #include "cli/job_cluster.h"
 #include "cli/plan_output.h"
 #include "comm/timeouts.h"
@@ -176,13 +178,47 @@ planner::SearchSpace search_space(const config::TrainConfig& c) {
   return space;
 }
 
+void add_planning_options(CLI::App& app, PlanningSources& sources) {
+  app.add_option("config", sources.config_path, "training config (model, global batch)")
+      ->required();
+  app.add_option("--cluster", sources.cluster_path, "cluster file (configs/clusters/*.yaml)")
+      ->required();
+  app.add_option("--part", sources.part,
+                 "the cluster's chips of this type alone (a homogeneous part of the cluster)");
+  app.add_option("--profiles", sources.profiles_dir,
+                 "folder of cached profiles (default profiles; missing ones are measured)");
+  add_datasheet_options(app, sources.datasheet, sources.efficiency);
+  app.add_option("--set", sources.overrides, "Override a config key: section.key=value");
+}
+
+PlanningJob load_planning_job(const PlanningSources& sources) {
+  PlanningJob job{.config = config::load_config(sources.config_path, sources.overrides),
+                  .cluster = vchip::load_cluster(sources.cluster_path)};
+  if (!sources.part.empty()) job.cluster = job.cluster.part(sources.part);
+  ProfileRequest request{.dir = sources.profiles_dir, .print = print_line};
+  if (sources.datasheet) use_datasheet(request, sources.efficiency, "--efficiency");
+  request.options.seed = uint64_t(job.config.train.seed);
+  job.profiles = cluster_profiles(job.cluster, job.config, request);
+  return job;
+}
+
 planner::Candidate evaluate_plan_file(const std::string& path, config::TrainConfig config,
                                       const Cluster& cluster, const planner::CostInputs& inputs) {
   config.parallel.plan = path;
-  config::apply_plan(config::load_plan(path), config, cluster.size());
+  const config::Plan file = config::load_plan(path);
+  // The job the plan describes: its stages' ranks times its replicas (a plan may leave chips of
+  // the cluster out), checked against the cluster below.
+  int ranks = 0;
+  for (const config::PlanStage& stage : file.stages)
+    for (int r : stage.ranks) ranks = std::max(ranks, r + 1);
+  int64_t replicas = config.parallel.replicas;
+  for (const config::PlanSetting& setting : file.settings)
+    if (setting.key == "parallel.replicas") replicas = std::stoll(setting.value);
+  const int world = int(std::clamp<int64_t>(ranks * replicas, 1, cluster.size()));
+  config::apply_plan(file, config, world);
   RuntimeOptions unused;
-  apply_cluster(cluster, config, unused, cluster.size());
-  planner::Candidate c{.plan = config::plan_from_config(config, cluster.size())};
+  apply_cluster(cluster, config, unused, world, /*whole_cluster=*/false);
+  planner::Candidate c{.plan = config::plan_from_config(config, world)};
   c.estimate = planner::estimate(c.plan, inputs);
   c.tokens_per_s = c.estimate.tokens_per_s(c.plan, inputs.model);
   return c;

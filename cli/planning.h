@@ -60,6 +60,35 @@ inline constexpr int64_t kDefaultMaxClasses = 48;
 // parallel.replicas sequences per step) kept fixed, every schedule, wire and FSDP choice.
 parallel::planner::SearchSpace search_space(const config::TrainConfig& config);
 
+// What h2 plan and h2 simulate stand on: a config, its cluster (or one chip type's part of it)
+// and the profiles of the cluster's chip types (cached in a folder, measured or derived from
+// data sheets when missing).
+struct PlanningJob {
+  config::TrainConfig config;
+  Cluster cluster;
+  parallel::planner::Profiles profiles;
+  // Points into this job: keep the job where it is while the inputs are used.
+  parallel::planner::CostInputs inputs() const {
+    return {.cluster = &cluster,
+            .model = model_shape(config),
+            .dtype = config.train.dtype,
+            .profiles = &profiles};
+  }
+};
+
+struct PlanningSources {
+  std::string config_path, cluster_path, part, profiles_dir = "profiles";
+  std::vector<std::string> overrides;
+  bool datasheet = false;
+  std::vector<double> efficiency;  // --efficiency
+};
+
+// The options that fill `sources`: CONFIG, --cluster, --part, --profiles, --datasheet,
+// --efficiency and --set.
+void add_planning_options(CLI::App& app, PlanningSources& sources);
+
+PlanningJob load_planning_job(const PlanningSources& sources);
+
 // The plan file at `path` (a person's or h2 plan's) as the job would run it on `cluster` for
 // `config`, with the cost model's estimate: the file is checked as h2 train checks it.
 parallel::planner::Candidate evaluate_plan_file(const std::string& path, config::TrainConfig config,

@@ -43,19 +43,21 @@ class Builder {
     const bool overlapped = overlaps(a.stage) && chips.size() > 1;
     const bool gathered = pending_[q].count(a.stage) > 0 && pipeline::is_compute(a.kind);
     const bool reduces = overlapped && last_backward_[q].count(index) > 0;
+    std::vector<std::vector<TaskId>> unit_done(chips.size());  // per chip, per unit
     for (size_t k = 0; k < chips.size(); ++k) {
       std::vector<TaskId> after = dependencies(q, index, k, producers);
       TaskId& end = out_.action_task[q][index][k];
       if (gathered || reduces)
-        end = unit_by_unit(q, index, k, after, gathered, reduces);
+        end = unit_by_unit(q, index, k, std::move(after), gathered, unit_done[k]);
       else
         end = compute(q, index, chips[k], durations_.get(a.stage, a.kind), std::move(after));
     }
     if (gathered) pending_[q].erase(a.stage);
+    if (reduces) post_unit_reductions(q, index, unit_done);
     if (chips.size() == 1) return;
     if (a.kind == ActionKind::UNSHARD) {
       if (overlapped)
-        post_unit_exchanges(q, index, units_[size_t(a.stage)], pending_[q][a.stage]);
+        post_unit_gathers(q, index, units_[size_t(a.stage)], pending_[q][a.stage]);
       else
         exchange_whole(q, index, bytes_(a.stage, a.kind));
     } else if (a.kind == ActionKind::REDUCE_GRAD) {
@@ -67,8 +69,8 @@ class Builder {
   }
 
  private:
-  // Per chip of the group, per unit: the pieces of the unit's exchange that arrive at the chip.
-  using UnitPieces = std::vector<std::vector<std::vector<TaskId>>>;
+  // Per chip of the group, per unit: the stream of the unit's gather that ends into the chip.
+  using UnitPieces = std::vector<std::vector<TaskId>>;
 
   bool overlaps(int stage) const { return size_t(stage) < units_.size(); }
 
@@ -129,10 +131,10 @@ class Builder {
   }
 
   // Runs action `index` on chip k of position q one unit at a time (a backward in reverse unit
-  // order): each unit waits for its gathered parameters (`gathered`) and, for the last backward
-  // before REDUCE_GRAD (`reduces`), posts its reduction when done. Returns the last unit's task.
+  // order), each unit after its gathered parameters (`gathered`); `done` gets each unit's task
+  // (by unit). Returns the last unit's task.
   TaskId unit_by_unit(size_t q, size_t index, size_t k, std::vector<TaskId> after, bool gathered,
-                      bool reduces) {
+                      std::vector<TaskId>& done) {
     const pipeline::Action& a = schedule_.per_rank[q][index];
     const StageUnits& units = units_.at(size_t(a.stage));
     const bool backward = !(a.kind == ActionKind::F);
@@ -140,42 +142,58 @@ class Builder {
     const size_t n = weight.size();
     const double total = durations_.get(a.stage, a.kind);
     const double sum = std::accumulate(weight.begin(), weight.end(), 0.0);
-    const int chip = groups_[q][k];
-    std::vector<TaskId> previous(groups_[q].size(), -1);  // per peer: the last piece sent it
+    done.assign(n, -1);
     TaskId last = -1;
     for (size_t step = 0; step < n; ++step) {
       const size_t u = backward ? n - 1 - step : step;
-      if (gathered) {
-        const auto& pieces = pending_[q].at(a.stage)[k][u];
-        after.insert(after.end(), pieces.begin(), pieces.end());
-      }
+      if (gathered) after.push_back(pending_[q].at(a.stage)[k][u]);
       const double share = sum > 0 ? weight[u] / sum : 1.0 / double(n);
-      last = compute(q, index, chip, total * share, std::move(after));
+      last = done[u] = compute(q, index, groups_[q][k], total * share, std::move(after));
       after.clear();
-      if (reduces) post_unit_reduction(q, index, k, u, last, previous);
     }
     return last;
   }
 
-  // Chip k's reduction of unit u, posted once task `done` ends: the unit's staging, after the
-  // pieces of the unit before (`previous`: chip k's last pieces, per peer), then 1/g of the
-  // unit's gradients to every other chip.
-  void post_unit_reduction(size_t q, size_t index, size_t k, size_t u, TaskId done,
-                           std::vector<TaskId>& previous) {
+  // A collective of `bytes` over position q's group once every chip is ready (`ready`, per
+  // chip): each chip streams the (g - 1) / g of the bytes an all-gather or reduce-scatter moves
+  // through every chip's ports to the next chip of the group, one flow per chip where the
+  // runtime posts g - 1 pieces per chip: on a non-blocking switch, the same time, with 1/(g - 1)
+  // of the flows. Returns, per chip, the stream that ends into it.
+  std::vector<TaskId> group_streams(size_t q, const std::vector<TaskId>& ready, double bytes) {
+    const std::vector<int>& chips = groups_[q];
+    const size_t g = chips.size();
+    const TaskId all_ready = graph_.delay(0.0, ready);
+    std::vector<TaskId> into(g);
+    for (size_t j = 0; j < g; ++j)
+      into[(j + 1) % g] = graph_.transfer(chips[j], chips[(j + 1) % g],
+                                          bytes * double(g - 1) / double(g), {all_ready});
+    return into;
+  }
+
+  // The reductions the last backward posts: per unit, in the order the units finished, each
+  // chip stages the unit's gradients once the unit is done and its previous stream has left,
+  // then the group's streams move them.
+  void post_unit_reductions(size_t q, size_t index,
+                            const std::vector<std::vector<TaskId>>& unit_done) {
     const pipeline::Action& a = schedule_.per_rank[q][index];
     const StageUnits& units = units_[size_t(a.stage)];
-    const std::vector<int>& chips = groups_[q];
-    const double piece = units.reduce_bytes[u] / double(chips.size());
+    const size_t g = groups_[q].size(), n = units.reduce_bytes.size();
     auto& into = reducing_[q][last_backward_.at(q).at(index)];
-    into.resize(chips.size());
-    std::vector<TaskId> after{done};
-    for (TaskId p : previous)
-      if (p >= 0) after.push_back(p);
-    const TaskId staged = graph_.delay(units.reduce_staging_s[u], std::move(after));
-    for (size_t j = 0; j < chips.size(); ++j) {
-      if (j == k) continue;
-      previous[j] = graph_.transfer(chips[k], chips[j], piece, {staged});
-      into[j].push_back(previous[j]);
+    into.assign(g, {});
+    std::vector<TaskId> sent(g, -1);  // per chip: its last stream
+    for (size_t step = 0; step < n; ++step) {
+      const size_t u = a.kind == ActionKind::F ? step : n - 1 - step;
+      std::vector<TaskId> staged(g);
+      for (size_t j = 0; j < g; ++j) {
+        std::vector<TaskId> after{unit_done[j][u]};
+        if (sent[j] >= 0) after.push_back(sent[j]);
+        staged[j] = graph_.delay(units.reduce_staging_s[u], std::move(after));
+      }
+      const std::vector<TaskId> streams = group_streams(q, staged, units.reduce_bytes[u]);
+      for (size_t k = 0; k < g; ++k) {
+        into[k].push_back(streams[k]);
+        sent[(k + g - 1) % g] = streams[k];  // chip k - 1's stream ends into chip k
+      }
     }
   }
 
@@ -195,46 +213,37 @@ class Builder {
     reducing_[q].erase(index);
   }
 
-  // UNSHARD of an overlapped stage: each chip, once it reaches the action, stages and sends
-  // every other chip 1/g of each unit's bytes, unit after unit (a unit's staging after the
-  // unit before has left); the action itself ends at once.
-  void post_unit_exchanges(size_t q, size_t index, const StageUnits& units, UnitPieces& arriving) {
-    const std::vector<int>& chips = groups_[q];
+  // UNSHARD of an overlapped stage: each chip, once it reaches the action, stages each unit's
+  // share after its previous stream has left, and the group's streams move the unit; the action
+  // itself ends at once.
+  void post_unit_gathers(size_t q, size_t index, const StageUnits& units, UnitPieces& arriving) {
     const std::vector<TaskId>& posted = out_.action_task[q][index];
-    const size_t g = chips.size(), n = units.gather_bytes.size();
-    arriving.assign(g, std::vector<std::vector<TaskId>>(n));
-    for (size_t j = 0; j < g; ++j) {
-      std::vector<TaskId> sent{posted[j]};  // what unit u's staging waits for
-      for (size_t u = 0; u < n; ++u) {
-        const TaskId staged = graph_.delay(units.gather_staging_s[u], std::move(sent));
-        sent.clear();
-        for (size_t k = 0; k < g; ++k) {
-          if (j == k) continue;
-          const TaskId piece =
-              graph_.transfer(chips[j], chips[k], units.gather_bytes[u] / double(g), {staged});
-          arriving[k][u].push_back(piece);
-          out_.transfer_tasks[q][index][k].push_back(piece);
-          sent.push_back(piece);
-        }
+    const size_t g = groups_[q].size(), n = units.gather_bytes.size();
+    arriving.assign(g, std::vector<TaskId>(n));
+    std::vector<TaskId> sent = posted;  // per chip: what its next staging waits for
+    for (size_t u = 0; u < n; ++u) {
+      std::vector<TaskId> staged(g);
+      for (size_t j = 0; j < g; ++j) staged[j] = graph_.delay(units.gather_staging_s[u], {sent[j]});
+      const std::vector<TaskId> streams = group_streams(q, staged, units.gather_bytes[u]);
+      for (size_t k = 0; k < g; ++k) {
+        arriving[k][u] = streams[k];
+        out_.transfer_tasks[q][index][k].push_back(streams[k]);
+        sent[(k + g - 1) % g] = streams[k];
       }
     }
   }
 
-  // A group collective exchanged whole: the task each chip ran there (the action's own
-  // duration, e.g. staging) ends when it posts its pieces, every chip sends every other 1/g of
-  // `bytes`, and a zero-length task per chip ends the action once its pieces are in.
+  // A group collective moved whole: the task each chip ran there (the action's own duration,
+  // e.g. staging) ends when it is ready, the group's streams move the bytes, and a zero-length
+  // task per chip ends the action once its stream is in.
   void exchange_whole(size_t q, size_t index, double bytes) {
     const std::vector<int>& chips = groups_[q];
     std::vector<TaskId>& ends = out_.action_task[q][index];
     const std::vector<TaskId> posted = ends;
-    const double piece = bytes / double(chips.size());
+    const std::vector<TaskId> streams = group_streams(q, posted, bytes);
     for (size_t k = 0; k < chips.size(); ++k) {
-      std::vector<TaskId>& in = out_.transfer_tasks[q][index][k];
-      for (size_t j = 0; j < chips.size(); ++j)
-        if (j != k) in.push_back(graph_.transfer(chips[j], chips[k], piece, {posted[j]}));
-      std::vector<TaskId> after = in;
-      after.push_back(posted[k]);
-      ends[k] = compute(q, index, chips[k], 0.0, std::move(after));
+      out_.transfer_tasks[q][index][k].push_back(streams[k]);
+      ends[k] = compute(q, index, chips[k], 0.0, {streams[k], posted[k]});
     }
   }
 

@@ -9,16 +9,18 @@
 // replay's (pipeline/replay.h), so with one chip per position and no two transfers in flight
 // through one port at once the step takes exactly what pipeline::simulate says with flights of
 // latency + bytes / bandwidth; where transfers share a port, it takes longer, as a real link
-// would. On a group of several chips UNSHARD and REDUCE_GRAD (FSDP) become point-to-point
-// exchanges, as the runtime posts them: each chip, on reaching the action, sends every other
-// chip of the group its 1/g of the collective's bytes, and the action ends on a chip after all
-// its pieces have arrived (overlap off: the whole stage's gather before its compute). With the
-// stage's units given (overlap on, ZeroPP), UNSHARD posts every unit's exchange and returns, the
-// units' pieces cross each pair of chips one after another, and the stage's next compute runs
-// unit by unit, each unit once its own parameters are in; the stage's last backward before
-// REDUCE_GRAD also runs unit by unit (backward order) and posts each unit's reduction as soon as
-// the unit is done, and REDUCE_GRAD ends once they are all in. Replicas and the optimizer are
-// the caller's.
+// would. On a group of g > 1 chips UNSHARD and REDUCE_GRAD (FSDP) are the group's collectives:
+// once every chip of the group has reached the action, each chip streams the (g - 1) / g of the
+// bytes an all-gather or reduce-scatter moves through every chip's ports to the next chip of the
+// group (the runtime posts g - 1 point-to-point pieces per chip instead; on the group's
+// non-blocking switch that takes the same time, and one flow per chip keeps a 1,000-chip step
+// small), and the action ends on a chip once its stream is in (overlap off: the whole stage's
+// gather before its compute). With the stage's units given (overlap on, ZeroPP), UNSHARD
+// starts every unit's gather and returns, unit after unit (each staged on every chip first),
+// and the stage's next compute runs unit by unit, each unit once its own parameters are in;
+// the stage's last backward before REDUCE_GRAD also runs unit by unit (backward order) and
+// each unit's reduction starts as soon as the unit is done on every chip, and REDUCE_GRAD ends
+// once they are all in. Replicas and the optimizer are the caller's.
 #pragma once
 
 #include <functional>
