@@ -28,6 +28,10 @@ struct ChipSpec {
   std::map<DType, double> peak_flops;
   DTypeSet dtypes;
   double time_scale = 1;  // multiplies the chip's modelled kernel times
+  // Collectives and transfers between chips of this type go device to device through a vendor
+  // library (NCCL, RCCL: multi-rail, no host staging) rather than DiComm's host-staged path;
+  // only planning and simulation read it (virtual chips always stage).
+  bool device_direct = false;
 
   // FLOP/s for `dtype` (0 when the chip has no entry).
   double peak(DType dtype) const;

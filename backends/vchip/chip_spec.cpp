@@ -48,7 +48,8 @@ DType dtype_at(const YAML::Node& node, const std::string& key, const std::string
 }
 
 constexpr std::string_view kKeys[] = {"name",           "count",      "memory", "memory_bandwidth",
-                                      "link_bandwidth", "peak_flops", "dtypes", "time_scale"};
+                                      "link_bandwidth", "peak_flops", "dtypes", "time_scale",
+                                      "device_direct"};
 
 ChipSpec parse_chip(const YAML::Node& node, const std::string& source) {
   if (!node.IsMap()) H2_THROW(ConfigError, "{}: a chip must be a map of keys", where(source, node));
@@ -87,6 +88,13 @@ ChipSpec parse_chip(const YAML::Node& node, const std::string& source) {
                                                : spec.memory_bandwidth;
   if (node["time_scale"])
     spec.time_scale = positive_number(node["time_scale"], chip + " time_scale", source);
+  if (node["device_direct"]) {
+    const std::string flag = scalar(node["device_direct"], chip + " device_direct", source);
+    if (flag != "true" && flag != "false")
+      H2_THROW(ConfigError, "{}: {} device_direct = '{}' must be true or false",
+               where(source, node["device_direct"]), chip, flag);
+    spec.device_direct = flag == "true";
+  }
 
   const YAML::Node& dtypes = node["dtypes"];
   if (!dtypes.IsSequence() || dtypes.size() == 0)

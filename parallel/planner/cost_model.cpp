@@ -144,8 +144,9 @@ PlanCosts plan_costs(const Plan& plan, const CostInputs& in, const pipeline::Sch
   };
   // An FSDP all-gather or reduce-scatter of `bytes` over a group: the ring, plus staging of the
   // shard in and the whole out.
+  // (Device-direct chips, cluster.h: none; their vendor library moves device memory.)
   auto sharded_staging_s = [&](const Group& g, double bytes) {
-    return host_s(g, bytes + bytes / double(g.size));
+    return g.chip->device_direct ? 0.0 : host_s(g, bytes + bytes / double(g.size));
   };
   auto sharded_collective_s = [&](const Group& g, double bytes) {
     return ring_s(bytes, g.size, g.link, 1) + sharded_staging_s(g, bytes);
@@ -211,12 +212,14 @@ PlanCosts plan_costs(const Plan& plan, const CostInputs& in, const pipeline::Sch
       const LinkSpec link = cluster.link(prev.first_chip, g.first_chip);
       const double in_bytes = double(g.rows) * wire_bytes_per_row(m, wire);
       const double out_bytes = double(prev.rows) * wire_bytes_per_row(m, wire);
+      // Staged through host memory unless both chips are of one device-direct type.
+      const double staged = g.chip->device_direct && prev.chip == g.chip ? 0.0 : 1.0;
       d.set_flight(s, ActionKind::RECV_F, link.seconds(in_bytes));
-      d.set(s, ActionKind::RECV_F, host_s(g, in_bytes));
-      d.set(s - 1, ActionKind::SEND_F, host_s(prev, out_bytes));
+      d.set(s, ActionKind::RECV_F, staged * host_s(g, in_bytes));
+      d.set(s - 1, ActionKind::SEND_F, staged * host_s(prev, out_bytes));
       d.set_flight(s - 1, ActionKind::RECV_B, link.seconds(out_bytes));
-      d.set(s - 1, ActionKind::RECV_B, host_s(prev, out_bytes));
-      d.set(s, ActionKind::SEND_B, host_s(g, in_bytes));
+      d.set(s - 1, ActionKind::RECV_B, staged * host_s(prev, out_bytes));
+      d.set(s, ActionKind::SEND_B, staged * host_s(g, in_bytes));
     }
     // The group's collectives: FSDP gathers the stage's compute copy and reduce-scatters FP32
     // gradients; replicated groups all-reduce gradients. Staged through host memory both ways.
@@ -238,7 +241,7 @@ PlanCosts plan_costs(const Plan& plan, const CostInputs& in, const pipeline::Sch
             plan.overlap ? overlapped_reduce_s(reduce_s, backward_s)
                          : sharded_collective_s(g, sc.gradient_bytes));
     } else if (g.size > 1) {
-      sc.reduce_staging_s = host_s(g, 2 * sc.gradient_bytes);
+      sc.reduce_staging_s = g.chip->device_direct ? 0.0 : host_s(g, 2 * sc.gradient_bytes);
       d.set(s, ActionKind::REDUCE_GRAD,
             ring_s(sc.gradient_bytes, g.size, g.link, 2) + sc.reduce_staging_s);
     }
@@ -258,7 +261,7 @@ PlanCosts plan_costs(const Plan& plan, const CostInputs& in, const pipeline::Sch
     if (R > 1) {
       pc.replica_bytes = 4.0 * params / (plan.fsdp ? double(g.size) : 1.0);
       pc.replica_link = cluster.link(g.first_chip, chip_of_rank(plan, plan.rank_at({1, q, 0})));
-      pc.replica_staging_s = host_s(g, 2 * pc.replica_bytes);
+      pc.replica_staging_s = g.chip->device_direct ? 0.0 : host_s(g, 2 * pc.replica_bytes);
     }
     pc.upload_s = host_s(g, double(m_per_replica) * ids_bytes);
     pc.peak_bytes = state[size_t(q)] +

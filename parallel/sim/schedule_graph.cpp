@@ -22,7 +22,8 @@ class Builder {
  public:
   Builder(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule& schedule,
           const pipeline::Durations& durations, const std::vector<std::vector<int>>& groups,
-          int64_t rows, const TransferBytes& bytes, const std::vector<StageUnits>& units)
+          int64_t rows, const TransferBytes& bytes, const std::vector<StageUnits>& units,
+          const Topology* topology)
       : graph_(graph),
         out_(out),
         schedule_(schedule),
@@ -31,6 +32,7 @@ class Builder {
         rows_(rows),
         bytes_(bytes),
         units_(units),
+        topology_(topology),
         pending_(schedule.per_rank.size()),
         reducing_(schedule.per_rank.size()),
         last_backward_(schedule.per_rank.size()) {
@@ -158,16 +160,60 @@ class Builder {
   // chip): each chip streams the (g - 1) / g of the bytes an all-gather or reduce-scatter moves
   // through every chip's ports to the next chip of the group, one flow per chip where the
   // runtime posts g - 1 pieces per chip: on a non-blocking switch, the same time, with 1/(g - 1)
-  // of the flows. Returns, per chip, the stream that ends into it.
+  // of the flows; device-direct groups over several nodes move it in two levels (see the
+  // header). Returns, per chip, a task that ends once everything streaming into it is in.
   std::vector<TaskId> group_streams(size_t q, const std::vector<TaskId>& ready, double bytes) {
     const std::vector<int>& chips = groups_[q];
     const size_t g = chips.size();
     const TaskId all_ready = graph_.delay(0.0, ready);
-    std::vector<TaskId> into(g);
-    for (size_t j = 0; j < g; ++j)
-      into[(j + 1) % g] = graph_.transfer(chips[j], chips[(j + 1) % g],
-                                          bytes * double(g - 1) / double(g), {all_ready});
-    return into;
+    std::vector<std::vector<TaskId>> into(g);
+    const std::vector<std::vector<size_t>> nodes = two_level_nodes(q);
+    if (nodes.empty()) {
+      for (size_t j = 0; j < g; ++j)
+        into[(j + 1) % g].push_back(graph_.transfer(
+            chips[j], chips[(j + 1) % g], bytes * double(g - 1) / double(g), {all_ready}));
+    } else {
+      const size_t N = nodes.size(), L = nodes[0].size();
+      for (size_t n = 0; n < N; ++n)
+        for (size_t l = 0; l < L; ++l) {
+          const size_t j = nodes[n][l], across = nodes[(n + 1) % N][l];
+          const size_t along = nodes[n][(l + 1) % L];
+          into[across].push_back(graph_.transfer(
+              chips[j], chips[across], bytes * double(N - 1) / double(N) / double(L), {all_ready}));
+          if (L > 1)
+            into[along].push_back(graph_.transfer(chips[j], chips[along],
+                                                  bytes * double(L - 1) / double(L), {all_ready}));
+        }
+    }
+    std::vector<TaskId> arrived(g);
+    for (size_t k = 0; k < g; ++k)
+      arrived[k] = into[k].size() == 1 ? into[k][0] : graph_.delay(0.0, std::move(into[k]));
+    return arrived;
+  }
+
+  // The group's chips (indices into it) by node, for a two-level collective: only where the
+  // topology is known, every chip is device-direct and the group spans several nodes with as
+  // many of its chips on each; else empty (one ring).
+  std::vector<std::vector<size_t>> two_level_nodes(size_t q) const {
+    const std::vector<int>& chips = groups_[q];
+    if (topology_ == nullptr || chips.size() < 2) return {};
+    std::vector<int> node_ids;
+    std::vector<std::vector<size_t>> nodes;
+    for (size_t k = 0; k < chips.size(); ++k) {
+      if (!topology_->device_direct(chips[k])) return {};
+      const int node = topology_->node_of(chips[k]);
+      const auto at = std::find(node_ids.begin(), node_ids.end(), node);
+      if (at == node_ids.end()) {
+        node_ids.push_back(node);
+        nodes.push_back({k});
+      } else {
+        nodes[size_t(at - node_ids.begin())].push_back(k);
+      }
+    }
+    if (nodes.size() < 2) return {};
+    for (const auto& n : nodes)
+      if (n.size() != nodes[0].size()) return {};
+    return nodes;
   }
 
   // The reductions the last backward posts: per unit, in the order the units finished, each
@@ -192,7 +238,7 @@ class Builder {
       const std::vector<TaskId> streams = group_streams(q, staged, units.reduce_bytes[u]);
       for (size_t k = 0; k < g; ++k) {
         into[k].push_back(streams[k]);
-        sent[(k + g - 1) % g] = streams[k];  // chip k - 1's stream ends into chip k
+        sent[k] = streams[k];  // the unit is through chip k's ports
       }
     }
   }
@@ -228,7 +274,7 @@ class Builder {
       for (size_t k = 0; k < g; ++k) {
         arriving[k][u] = streams[k];
         out_.transfer_tasks[q][index][k].push_back(streams[k]);
-        sent[(k + g - 1) % g] = streams[k];
+        sent[k] = streams[k];
       }
     }
   }
@@ -255,6 +301,7 @@ class Builder {
   int64_t rows_;
   const TransferBytes& bytes_;
   const std::vector<StageUnits>& units_;
+  const Topology* topology_;  // may be null: every group collective one ring
   // Per position: gathers posted and not yet consumed (by stage), reductions in flight (by
   // their REDUCE_GRAD's index: per receiving chip, the pieces), and the last backwards (their
   // index -> their REDUCE_GRAD's index).
@@ -268,17 +315,19 @@ class Builder {
 ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
                              const pipeline::Durations& durations,
                              const std::vector<std::vector<int>>& groups, int64_t rows,
-                             const TransferBytes& bytes, const std::vector<StageUnits>& units) {
+                             const TransferBytes& bytes, const std::vector<StageUnits>& units,
+                             const Topology* topology) {
   ScheduleGraph out;
   TaskGraph graph;
-  add_schedule(graph, out, schedule, durations, groups, rows, bytes, units);
+  add_schedule(graph, out, schedule, durations, groups, rows, bytes, units, topology);
   out.graph = std::move(graph);
   return out;
 }
 
 void add_schedule(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule& schedule,
                   const pipeline::Durations& durations, const std::vector<std::vector<int>>& groups,
-                  int64_t rows, const TransferBytes& bytes, const std::vector<StageUnits>& units) {
+                  int64_t rows, const TransferBytes& bytes, const std::vector<StageUnits>& units,
+                  const Topology* topology) {
   schedule.check_shape();
   const size_t positions = schedule.per_rank.size();
   H2_CHECK(groups.size() == positions, "{} groups for a schedule of {} positions", groups.size(),
@@ -312,7 +361,7 @@ void add_schedule(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule
     out.action_task[q].assign(n, std::vector<TaskId>(groups[q].size(), -1));
     out.transfer_tasks[q].assign(n, std::vector<std::vector<TaskId>>(groups[q].size()));
   }
-  Builder builder(graph, out, schedule, durations, groups, rows, bytes, units);
+  Builder builder(graph, out, schedule, durations, groups, rows, bytes, units, topology);
   const pipeline::ReplayOutcome outcome = pipeline::replay(
       schedule, [&](int rank, size_t index, std::span<const pipeline::Position> producers) {
         builder.action(size_t(rank), index, producers);

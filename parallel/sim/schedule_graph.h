@@ -14,10 +14,14 @@
 // bytes an all-gather or reduce-scatter moves through every chip's ports to the next chip of the
 // group (the runtime posts g - 1 point-to-point pieces per chip instead; on the group's
 // non-blocking switch that takes the same time, and one flow per chip keeps a 1,000-chip step
-// small), and the action ends on a chip once its stream is in (overlap off: the whole stage's
-// gather before its compute). With the stage's units given (overlap on, ZeroPP), UNSHARD
-// starts every unit's gather and returns, unit after unit (each staged on every chip first),
-// and the stage's next compute runs unit by unit, each unit once its own parameters are in;
+// small). A group of device-direct chips (ChipSpec::device_direct: NCCL-class libraries using
+// all of a node's network rails) spanning several nodes, when the topology is given, moves the
+// bytes in two levels instead: each chip streams (N - 1)/N of them / L to its counterpart in the
+// next of the group's N nodes (L chips each) and (L - 1)/L of them to the next chip of its node,
+// both at once. The action ends on a chip once what streams into it is in (overlap off: the
+// whole stage's gather before its compute). With the stage's units given (overlap on, ZeroPP),
+// UNSHARD starts every unit's gather and returns, unit after unit (each staged on every chip
+// first), and the stage's next compute runs unit by unit, each unit once its own parameters are in;
 // the stage's last backward before REDUCE_GRAD also runs unit by unit (backward order) and
 // each unit's reduction starts as soon as the unit is done on every chip, and REDUCE_GRAD ends
 // once they are all in. Replicas and the optimizer are the caller's.
@@ -77,11 +81,12 @@ struct ScheduleGraph {
 ScheduleGraph schedule_graph(const pipeline::Schedule& schedule,
                              const pipeline::Durations& durations,
                              const std::vector<std::vector<int>>& groups, int64_t rows,
-                             const TransferBytes& bytes, const std::vector<StageUnits>& units = {});
+                             const TransferBytes& bytes, const std::vector<StageUnits>& units = {},
+                             const Topology* topology = nullptr);
 // The same, added to `graph` (another replica's tasks may be there); `out.graph` stays empty.
 void add_schedule(TaskGraph& graph, ScheduleGraph& out, const pipeline::Schedule& schedule,
                   const pipeline::Durations& durations, const std::vector<std::vector<int>>& groups,
                   int64_t rows, const TransferBytes& bytes,
-                  const std::vector<StageUnits>& units = {});
+                  const std::vector<StageUnits>& units = {}, const Topology* topology = nullptr);
 
 }  // namespace h2::parallel::sim

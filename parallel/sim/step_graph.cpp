@@ -78,7 +78,7 @@ StepGraph step_graph(const StepSpec& spec, const Topology& topology) {
   out.replicas.resize(spec.replicas.size());
   for (size_t r = 0; r < spec.replicas.size(); ++r)
     add_schedule(out.graph, out.replicas[r], schedule, *spec.durations, spec.replicas[r], spec.rows,
-                 spec.bytes, spec.units);
+                 spec.bytes, spec.units, &topology);
 
   // Per chip: the tasks its optimizer waits for (every stage's reduced gradients).
   std::vector<std::vector<TaskId>> reduced(static_cast<size_t>(cluster_chips));

@@ -31,6 +31,9 @@ class Topology {
   // The links a transfer from chip a to chip b (a != b) crosses.
   std::vector<int> path(int a, int b) const;
   double latency(int a, int b) const { return cluster_.link(a, b).latency; }
+  int node_of(int chip) const { return cluster_.node_of(chip); }
+  // Whether the chip's type moves device memory directly (ChipSpec::device_direct).
+  bool device_direct(int chip) const { return cluster_.chip_of(chip).device_direct; }
   FlowNetwork network() const { return FlowNetwork(bandwidth_); }
 
  private:

@@ -316,6 +316,26 @@ TEST(ClusterFile, PerTypeCrossLinksUseTheSlowerOfTheTwo) {
   EXPECT_DOUBLE_EQ(specs[0].time_scale, 1.5);
 }
 
+// device_direct (planning and simulation only) is off unless a chip says true; anything but
+// true or false is refused, naming the value.
+TEST(ClusterFile, DeviceDirectIsAChipFlag) {
+  auto file = [](const std::string& flag) {
+    return "chips:\n"
+           "  - {name: chip-a, memory: 1GiB, memory_bandwidth: 1e9, peak_flops: {f32: 1e9},"
+           " dtypes: [f32]" +
+           flag +
+           "}\n"
+           "nodes: [{chip: chip-a, count: 2}]\n"
+           "links: {intra_node: {chip-a: {bandwidth: 1e9}}}\n";
+  };
+  EXPECT_FALSE(vchip::parse_cluster(file(""), "ok.yaml").chips[0].device_direct);
+  EXPECT_TRUE(
+      vchip::parse_cluster(file(", device_direct: true"), "ok.yaml").chips[0].device_direct);
+  EXPECT_FALSE(
+      vchip::parse_cluster(file(", device_direct: false"), "ok.yaml").chips[0].device_direct);
+  EXPECT_TRUE(Contains(error_of(file(", device_direct: yes")), "device_direct = 'yes'"));
+}
+
 TEST(ClusterFile, RepeatStandsForIdenticalNodes) {
   const Cluster c = vchip::parse_cluster(kHead +
                                              "nodes:\n"

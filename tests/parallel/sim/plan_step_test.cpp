@@ -129,6 +129,23 @@ TEST(PlanStep, FsdpExchangesInTheGroupGiveTheCostModelsStep) {
   }
 }
 
+// The same group on device-direct chips (a vendor library moves device memory): no host
+// staging around the gathers and reductions, in the cost model and the simulator alike; only
+// the token upload is staged (3 x 2 x 4 bytes x 4 rows x 8 tokens).
+TEST(PlanStep, DeviceDirectGroupsStageNothing) {
+  Job job(0.25, 1e6);
+  job.cluster.chips[0].device_direct = true;
+  for (bool overlap : {false, true}) {
+    Plan plan = plan_of({2}, 1, 3, 4);
+    plan.fsdp = true;
+    plan.overlap = overlap;
+    const PlanSimulation sim = simulate_plan(plan, job.inputs());
+    EXPECT_NEAR(sim.step_s, planner::estimate(plan, job.inputs()).step_s, kTol) << overlap;
+    for (const RankTime& r : sim.ranks) EXPECT_NEAR(r.staging_s, 768 * kHostS, kTol) << overlap;
+    expect_parts_add_up(sim);
+  }
+}
+
 // Two replicas of one stage (2 micro-batches of 2 rows): each ring of G = 4P bytes starts when
 // the last backward starts and its staging (2G over the host link) is done, so the step is
 // upload + (m - 1)(F + B) + F + max(B, staging + ring) + optimizer, with the ring

@@ -205,5 +205,32 @@ TEST(ScheduleGraph, OverlappedFsdpWaitsOnlyForTheFirstGatherAndTheLastReduction)
   EXPECT_NEAR(simulate(with_staging.graph, topo).makespan, 0.1 + t_g + m * 3.0 + t_r, 1e-9);
 }
 
+// An FSDP group of four chips on two nodes of two (two_types: in the node 100 GB/s and 1 us,
+// between nodes 25 GB/s and 5 us, both at time scale 2). Host-staged chips move a collective of
+// P bytes as one ring, whose two hops between the nodes carry 3/4 P each: 10 us + 3/4 P /
+// 12.5 GB/s. Device-direct chips (a vendor library on every network rail) move it in two levels
+// at once: 1/4 P to the counterpart in the other node (10 us + P/4 / 12.5 GB/s) and 1/2 P to the
+// node's other chip (2 us + P/2 / 50 GB/s); the slower ends the collective.
+TEST(ScheduleGraph, DeviceDirectGroupsOverNodesCollectInTwoLevels) {
+  const double P = 5e9;
+  pipeline::LoweringOptions fsdp;
+  fsdp.fsdp = true;
+  const Schedule lowered = pipeline::lower(pipeline::one_f_one_b(1, 1), fsdp);
+  const TransferBytes bytes = [&](int, ActionKind kind) {
+    return kind == ActionKind::UNSHARD ? P : 0.0;
+  };
+  for (bool direct : {false, true}) {
+    Cluster c = testing::two_types();
+    c.chips[0].device_direct = direct;
+    const Topology topo(c);
+    const ScheduleGraph sg =
+        schedule_graph(lowered, Durations(1), {{0, 1, 2, 3}}, 4, bytes, {}, &topo);
+    const double gather =
+        direct ? std::max(10e-6 + P / 4 / 12.5e9, 2e-6 + P / 2 / 50e9) : 10e-6 + 0.75 * P / 12.5e9;
+    const double reduce = 10e-6;  // REDUCE_GRAD moves nothing but waits its streams' latency
+    EXPECT_NEAR(simulate(sg.graph, topo).makespan, gather + 3.0 + reduce, 1e-9) << direct;
+  }
+}
+
 }  // namespace
 }  // namespace h2::parallel::sim
