@@ -15,7 +15,27 @@ SPREAD = [20, 50, 100, 200]  # ranks of the search's list measured beyond the to
 JOBS = {  # cluster -> training config
     "mixed-4": "configs/train/hetero-4.yaml",
     "mixed-8": "configs/train/mixed-8.yaml",
+    "mixed-8-slow": "configs/train/mixed-8.yaml",
 }
+# Clusters derived from a file: (source cluster, factor its inter-node and cross-type link
+# bandwidths are divided by), for the simulator's validation at a second link speed.
+DERIVED = {"mixed-8-slow": ("mixed-8", 4.0)}
+
+
+def cluster_file_of(a, name):
+    """The cluster file of `name`: the shipped one of that name, or a derived one written to OUT."""
+    if name not in DERIVED:
+        return f"configs/clusters/{name}.yaml"
+    source, factor = DERIVED[name]
+    c = yaml.safe_load(open(f"configs/clusters/{source}.yaml"))
+    c["name"] = name
+    for kind in ("inter_node", "cross_type"):
+        for link in c["links"].get(kind, {}).values():
+            link["bandwidth"] = float(link["bandwidth"]) / factor
+    path = os.path.join(a.out, "clusters", f"{name}.yaml")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    yaml.safe_dump(c, open(path, "w"), sort_keys=False)
+    return path
 
 
 def run(cmd, log):
@@ -81,6 +101,29 @@ def train(a, cluster_file, ranks, config, plan, name, steps):
             "predicted_mib": done["predicted_peak_mib"],
             "measured_mib": done["peak_mem_mib_per_rank"], "overrun": overrun,
             "tokens_per_s": last["tokens_per_s"]}
+
+
+def simulate(a, cluster_file, config, plan, row):
+    """Adds the cluster simulator's step time (h2 simulate) and the plan's kind to a run's row."""
+    d = os.path.join(a.out, "runs", row["name"])
+    report = os.path.join(d, "simulate.json")
+    run([f"{a.bin}/h2", "simulate", "--cluster", cluster_file, config, "--plan", plan,
+         "--profiles", os.path.join(a.out, "profiles"), "--json", report],
+        os.path.join(d, "simulate.log"))
+    row["simulated_ms"] = 1e3 * json.load(open(report))["step_s"]
+    p = yaml.safe_load(open(plan))
+    groups = {tuple(st["ranks"]) for st in p["stages"]}
+    kinds = []
+    if p.get("replicas", 1) > 1 or any(len(g) > 1 and not p.get("fsdp") for g in groups):
+        kinds.append("DP")
+    if len(groups) > 1:
+        kinds.append("PP")
+    if len({st["chip"] for st in p["stages"]}) > 1:
+        kinds.append("hetero")
+    if p.get("fsdp") and any(len(g) > 1 for g in groups):
+        kinds.append("FSDP")
+    row["kind"] = "+".join(kinds) or "1 chip"
+    return row
 
 
 def plan_prediction(a, cluster_file, config, plan_file, part=None):
@@ -149,7 +192,7 @@ def main():
     report = [f"# Planner benchmark\n\nMachine: {cpu_flags()}\n"]
     all_rows = []
     for name in a.clusters:
-        cluster_file = f"configs/clusters/{name}.yaml"
+        cluster_file = cluster_file_of(a, name)
         config = JOBS[name]
         model = yaml.safe_load(open(config))["model"]
         ranks = sum(n["count"] * n.get("repeat", 1)
@@ -168,8 +211,10 @@ def main():
         rows = []
         for f in picked:
             print(f"== {name}: training {f}", flush=True)
-            rows.append(train(a, cluster_file, ranks, config, os.path.join(top_dir, f),
-                              f"{name}-{f[:-5]}", a.steps))
+            plan = os.path.join(top_dir, f)
+            rows.append(simulate(a, cluster_file, config, plan,
+                                 train(a, cluster_file, ranks, config, plan, f"{name}-{f[:-5]}",
+                                       a.steps)))
         plans = written
         even = os.path.join(a.out, name, "even.yaml")
         even_split(os.path.join(top_dir, plans[0]), even, model["n_layers"])
@@ -180,7 +225,8 @@ def main():
             yaml.safe_dump(plan, open(even, "w"), sort_keys=False)
             plan_prediction(a, cluster_file, config, even)
         print(f"== {name}: training the even split", flush=True)
-        even_row = train(a, cluster_file, ranks, config, even, f"{name}-even", a.steps)
+        even_row = simulate(a, cluster_file, config, even,
+                            train(a, cluster_file, ranks, config, even, f"{name}-even", a.steps))
         rows_all = rows + [even_row]
         all_rows += rows_all
         # Parts: each chip type alone with its own best plan.
@@ -192,18 +238,22 @@ def main():
             run([f"{a.bin}/h2", "plan", "--cluster", pf, config, "--profiles", profiles,
                  "--out", plan], os.path.join(a.out, f"{name}-part-{chip}-plan.log"))
             print(f"== {name}: training part {chip} alone", flush=True)
-            parts.append(train(a, pf, n, config, plan, f"{name}-part-{chip}", a.steps))
+            parts.append(simulate(a, pf, config, plan,
+                                  train(a, pf, n, config, plan, f"{name}-part-{chip}", a.steps)))
         all_rows += parts
         # The tables.
         err = lambda r: abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"]
         report.append(f"\n## {name} ({config}, {ranks} ranks)\n\n{search.splitlines()[3]}\n")
-        report.append("| plan | predicted ms | measured ms | error | peak MiB predicted | "
-                      "measured per rank | worst memory error | overrun | tok/s |")
-        report.append("|---|---|---|---|---|---|---|---|---|")
+        serr = lambda r: (r["simulated_ms"] - r["measured_ms"]) / r["measured_ms"]
+        report.append("| plan | kind | predicted ms | simulated ms | measured ms | error | "
+                      "simulator error | peak MiB predicted | measured per rank | "
+                      "worst memory error | overrun | tok/s |")
+        report.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows_all + parts:
             report.append(
-                f"| {r['name']} | {r['predicted_ms']:.0f} | {r['measured_ms']:.0f} | "
-                f"{100 * err(r):+.1f}% | {r['predicted_mib']} | "
+                f"| {r['name']} | {r['kind']} | {r['predicted_ms']:.0f} | "
+                f"{r['simulated_ms']:.0f} | {r['measured_ms']:.0f} | "
+                f"{100 * err(r):+.1f}% | {100 * serr(r):+.1f}% | {r['predicted_mib']} | "
                 f"{[round(x, 1) for x in r['measured_mib']]} | {100 * r['mem_error']:.1f}% | "
                 f"{100 * r['overrun']:.2f}% | "
                 f"{r['tokens_per_s']:.0f} |")
@@ -229,6 +279,21 @@ def main():
                   f"{100 * max(errs):.1f}%")
     tau = kendall_tau([r["predicted_ms"] for r in all_rows], [r["measured_ms"] for r in all_rows])
     report.append(f"- Kendall tau (all plans, predicted vs measured step time): {tau:.2f}")
+    serrs = [abs(r["simulated_ms"] - r["measured_ms"]) / r["measured_ms"] for r in all_rows]
+    report.append(f"- cluster simulator (h2 simulate) step time: MAPE "
+                  f"{100 * statistics.mean(serrs):.1f}%, worst {100 * max(serrs):.1f}% over "
+                  f"{len(serrs)} runs")
+    kinds = sorted({k for r in all_rows for k in r["kind"].split("+")})
+    for k in kinds:
+        e = [abs(r["simulated_ms"] - r["measured_ms"]) / r["measured_ms"] for r in all_rows
+             if k in r["kind"].split("+")]
+        report.append(f"  - runs with {k}: {len(e)}, MAPE {100 * statistics.mean(e):.1f}%, "
+                      f"worst {100 * max(e):.1f}%")
+    honest = [r for r in all_rows if r["overrun"] < 0.02]
+    e = [abs(r["simulated_ms"] - r["measured_ms"]) / r["measured_ms"] for r in honest]
+    if e:
+        report.append(f"  - runs whose emulation overran by less than 2%: {len(e)}, MAPE "
+                      f"{100 * statistics.mean(e):.1f}%, worst {100 * max(e):.1f}%")
     report.append(f"- peak memory per rank: worst error {100 * max(mems):.1f}%, mean "
                   f"{100 * statistics.mean(mems):.1f}%")
     report.append(f"- worst emulation overrun of any rank: "
