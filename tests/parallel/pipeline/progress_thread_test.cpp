@@ -48,6 +48,7 @@ TEST(ProgressThread, PollsOnlyWhileResumed) {
       EXPECT_EQ(polls, after) << "polled after pause() returned";
     }
     EXPECT_EQ(helper.polls(), polls);
+    compute_owns = false;
     helper.resume();  // destroyed while polling: the destructor stops and joins it
   }
   EXPECT_EQ(polls_while_owned, 0);
