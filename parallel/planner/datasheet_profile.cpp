@@ -30,9 +30,9 @@ ChipProfile datasheet_profile(const ChipSpec& chip, double time_scale, const Mod
              "chip type '{}' has no peak FLOP/s for {} or no memory bandwidth: a data-sheet "
              "profile needs both",
              chip.name, dtype_name(dtype));
-  H2_CHECK(e.gemm > 0 && e.attention > 0 && e.memory > 0, "efficiencies must be positive");
-  const Roofline roof{e.gemm * peak, e.attention * peak, e.memory * chip.memory_bandwidth,
-                      chip.time_scale * time_scale};
+  H2_CHECK(e.gemm > 0 && e.attention > 0 && e.memory > 0 && e.gemm_half_tokens >= 0 &&
+               e.attention_half_tokens >= 0,
+           "efficiencies must be positive");
   const double b = double(dtype_storage_bytes(dtype, 1));
   const double C = double(model.dim), T = double(model.seq_len), V = double(model.vocab_size);
   const double K = C / double(model.n_heads) * double(model.n_kv_heads), F = double(model.ffn_dim);
@@ -42,11 +42,16 @@ ChipProfile datasheet_profile(const ChipSpec& chip, double time_scale, const Mod
 
   ChipProfile p;
   p.key = profile_key(chip, time_scale, model, dtype);
-  p.origin = fmt::format("datasheet (efficiency: GEMM {:g}, attention {:g}, memory {:g})", e.gemm,
-                         e.attention, e.memory);
+  p.origin = fmt::format(
+      "datasheet (efficiency: GEMM {:g} x N / (N + {:g}) for N tokens, attention {:g} x T / (T + "
+      "{:g}) for a T-token sequence, memory {:g})",
+      e.gemm, e.gemm_half_tokens, e.attention, e.attention_half_tokens, e.memory);
+  const double attention_efficiency = e.attention * T / (T + e.attention_half_tokens);
   for (const int64_t r : rows) {
     H2_CHECK(r >= 1, "a data-sheet profile of {} rows", r);
     const double N = double(r) * T;
+    const Roofline roof{e.gemm * N / (N + e.gemm_half_tokens) * peak, attention_efficiency * peak,
+                        e.memory * chip.memory_bandwidth, chip.time_scale * time_scale};
     std::array<UnitCost, kUnitKinds> units;
 
     UnitCost& blk = units[size_t(UnitKind::block)];

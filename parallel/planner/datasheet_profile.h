@@ -20,7 +20,15 @@
 //
 // The efficiencies are assumptions, not facts; the defaults are what well-tuned large-model
 // training reaches on current accelerators (GEMM 60% of dense peak, fused attention 40%,
-// streaming kernels 80% of memory bandwidth) and are stated in every file written.
+// streaming kernels 80% of memory bandwidth) and are stated in every file written. They are the
+// plateaus of curves in the operation's size: small operations run further from peak (a GEMM of
+// few rows cannot fill the chip, a short sequence's attention tiles are mostly edges), taken as
+//
+//   e_gemm(N) = e_gemm N / (N + N_half),   e_attention(T) = e_attention T / (T + T_half)
+//
+// with N the micro-batch's tokens on the chip and T the sequence; by default both reach half
+// their plateau at 256 (tokens; sequence length), so a 4,096-token micro-batch runs GEMMs at 94%
+// of the plateau and a 256-token one at 50%.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +40,11 @@
 namespace h2::parallel::planner {
 
 struct Efficiency {
-  double gemm = 0.6;       // of the chip's dense peak for the dtype
-  double attention = 0.4;  // of the same peak
-  double memory = 0.8;     // of the memory bandwidth
+  double gemm = 0.6;              // of the chip's dense peak for the dtype (the curve's plateau)
+  double attention = 0.4;         // of the same peak (the plateau)
+  double memory = 0.8;            // of the memory bandwidth
+  double gemm_half_tokens = 256;  // N_half: tokens at which GEMMs reach half the plateau
+  double attention_half_tokens = 256;  // T_half: sequence length of half the plateau
 };
 
 // The profile `h2 profile --datasheet` writes: the figures above for each of `rows`, under the
