@@ -17,7 +17,8 @@ constexpr EnvKnob kKnobs[] = {
      "comma-separated ops (or 'all') to run on the CPU backend with explicit copies, with a "
      "warning"},
     {"H2_CHECK_OPS", "",
-     "comma-separated ops (or 'all') to shadow-run on the CPU backend and compare (autocompare)"},
+     "comma-separated ops (or 'all') to shadow-run on the CPU backend and compare (autocompare); "
+     "copy, which the comparison reads devices with, is never compared"},
     {"H2_CHECK_RTOL", "0", "autocompare relative tolerance; 0 uses the dtype's default"},
     {"H2_CPU_ALLOCATOR", "caching",
      "CPU allocator: caching (reuses blocks) or system (malloc/free)"},
