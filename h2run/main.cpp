@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "h2run/job_setup.h"
 #include "h2run/options.h"
 #include "h2run/signal_fd.h"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   CLI::App app{"", "h2run"};
   JobSetup job;
   add_run_flags(app, job.options);
+  app.set_version_flag("--version", h2::version_text("h2run"));
   std::vector<std::string> command;
   std::vector<std::string> flags = split_command(argc, argv, command);
   std::reverse(flags.begin(), flags.end());  // CLI11 takes the arguments last first
@@ -46,10 +48,10 @@ int main(int argc, char** argv) {
     SignalFd signals;  // before the store's thread starts, so that it inherits the mask
     return run_job(job, signals);
   } catch (const h2::ConfigError& e) {
-    std::fprintf(stderr, "h2run: error: %s\n", e.what());
+    std::fprintf(stderr, "h2run: error: %s\n", h2::user_message(e, h2::debug_requested()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "h2run: error: %s\n", e.what());
+    std::fprintf(stderr, "h2run: error: %s\n", h2::user_message(e, h2::debug_requested()).c_str());
     return 1;
   }
 }

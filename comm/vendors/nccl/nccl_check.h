@@ -25,8 +25,8 @@ inline std::string describe_nccl(ncclResult_t status, ncclComm_t comm = nullptr)
 
 [[noreturn]] inline void throw_nccl_error(ncclResult_t status, const char* call, const char* file,
                                           int line, ncclComm_t comm = nullptr) {
-  throw CommError(::h2::detail::with_location(
-      file, line, fmt::format("{} failed: {}", call, describe_nccl(status, comm))));
+  throw CommError(fmt::format("{} failed: {}", call, describe_nccl(status, comm)),
+                  ::h2::SourceLine{file, line});
 }
 
 }  // namespace h2::comm::nccl

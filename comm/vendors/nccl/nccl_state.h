@@ -144,7 +144,7 @@ struct NcclCommunicator::State {
   [[noreturn]] void fail(std::string_view who, const std::string& why, const char* file, int line) {
     std::string message = fmt::format("{}: {}", who, why);
     abort(message);
-    throw CommError(::h2::detail::with_location(file, line, message));
+    throw CommError(message, ::h2::SourceLine{file, line});
   }
   // Ends a group of sends/receives: a failed call inside may have left peers waiting on the
   // part that was launched, so it aborts the communicator.
@@ -169,7 +169,7 @@ struct NcclCommunicator::State {
     std::string why = fmt::format("{} failed: {}", call, nccl::describe_nccl(status, comm));
     // A bad argument leaves the communicator usable; anything else may have left peers waiting.
     if (status == ncclInvalidArgument || status == ncclInvalidUsage)
-      throw CommError(::h2::detail::with_location(file, line, fmt::format("{}: {}", who, why)));
+      throw CommError(fmt::format("{}: {}", who, why), ::h2::SourceLine{file, line});
     fail(who, why, file, line);
   }
   // Blocks until `event` completed, NCCL reported an error or H2_COMM_TIMEOUT passed.
