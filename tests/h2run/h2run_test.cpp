@@ -249,5 +249,14 @@ TEST(H2run, HelpDocumentsEveryFlagWithAnExample) {
     EXPECT_CONTAINS(r.out, flag);
 }
 
+TEST(H2run, VersionNamesTheCommitAndTheBuildsFeatures) {
+  RunResult r = run_h2run({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "h2run 0.");
+  EXPECT_CONTAINS(r.out, "(commit ");
+  EXPECT_CONTAINS(r.out, "built with: CUDA o");
+  EXPECT_CONTAINS(r.out, "UCX on");
+}
+
 }  // namespace
 }  // namespace h2::testing
