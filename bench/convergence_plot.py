@@ -25,6 +25,8 @@ def read_run(path):
         if record.get("event") == "done":
             done = record
             continue
+        if record.get("event") != "step":
+            continue
         steps.append(record["step"])
         losses.append(record["loss"])
         if "eval_loss" in record:

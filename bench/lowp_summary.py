@@ -11,7 +11,7 @@ import sys
 
 def median_step_ms(jsonl, warm):
     lines = [json.loads(x) for x in open(jsonl) if x.strip()]
-    steps = [x for x in lines if "step" in x and x["step"] > warm]
+    steps = [x for x in lines if x.get("event") == "step" and x["step"] > warm]
     tokens = steps[0]["tokens_per_s"] * steps[0]["step_ms"] / 1e3
     return statistics.median(x["step_ms"] for x in steps), tokens
 

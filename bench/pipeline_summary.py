@@ -42,7 +42,7 @@ def runs_of(out):
 
 def metrics(base):
     lines = [json.loads(x) for x in open(base + ".jsonl") if x.strip()]
-    steps = [x for x in lines if "step" in x]
+    steps = [x for x in lines if x.get("event") == "step"]
     prev = [0] + [x["step"] for x in steps[:-1]]
     intervals = [(x, x["step"] - p) for x, p in zip(steps, prev)][1:]  # first: warm-up
     if not intervals:

@@ -79,7 +79,7 @@ def train(a, cluster_file, ranks, config, plan, name, steps):
         train_run(a, cluster_file, ranks, config, plan, d, metrics, steps)
         open(stamp, "w").write(open(plan).read())
     lines = [json.loads(l) for l in open(metrics)]
-    steps_ = [l for l in lines if "step" in l and "step_ms" in l]
+    steps_ = [l for l in lines if l.get("event") == "step"]
     done = [l for l in lines if l.get("event") == "done"][0]
     # The last logged interval: its mean step time, gathering the metrics included, as a user
     # sees it with log.every steps per line (the first interval holds the warm-up).

@@ -15,7 +15,7 @@ def rss_mib(path):
 
 def h2_run(jsonl, warm):
     lines = [json.loads(x) for x in open(jsonl) if x.strip()]
-    steps = [x for x in lines if "step" in x and x["step"] > warm]
+    steps = [x for x in lines if x.get("event") == "step" and x["step"] > warm]
     done = next(x for x in lines if x.get("event") == "done")
     ms = statistics.median(x["step_ms"] for x in steps)
     tokens = statistics.median(x["tokens_per_s"] * x["step_ms"] / 1e3 for x in steps)

@@ -2,10 +2,15 @@
 // of a data-parallel or pipelined job (parallel.mode: dp, pipeline) started by h2run, mpirun or
 // srun, whose variables say which rank this is (comm/bootstrap/rank_env.h). Every config key, its
 // type, default and meaning is listed by `h2 train --help`. A bad config is reported (exit 2)
-// before any work.
+// before any work. `--print-config` prints the effective config and exits; `--dry-run` checks the
+// config, plan, data and memory (everything up to the first step) and exits. SIGINT, SIGTERM and
+// SIGUSR1 stop the run after the current step with a checkpoint: exit 128 + signal.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "backends/registry.h"
 #include "cli/auto_plan.h"
@@ -16,24 +21,54 @@
 #include "core/error.h"
 #include "train/config/config.h"
 #include "train/config/plan.h"
+#include "train/stop_signals.h"
 #include "train/trainer.h"
 
 namespace h2::cli {
+namespace {
+
+// Where the run writes, relative paths resolved against the working directory.
+std::string output_note(const config::TrainConfig& cfg) {
+  auto where = [](const std::string& path) {
+    return std::filesystem::absolute(path).lexically_normal().string();
+  };
+  std::vector<std::string> outputs;
+  if (!cfg.checkpoint.dir.empty()) outputs.push_back("checkpoints in " + where(cfg.checkpoint.dir));
+  if (!cfg.log.metrics_file.empty()) outputs.push_back("metrics " + where(cfg.log.metrics_file));
+  if (!cfg.log.trace_file.empty()) outputs.push_back("trace " + where(cfg.log.trace_file));
+  if (outputs.empty()) return "outputs: none (no checkpoint.dir, log.metrics_file or trace_file)";
+  std::string text = "outputs: ";
+  for (size_t i = 0; i < outputs.size(); ++i) text += (i ? ", " : "") + outputs[i];
+  return text;
+}
+
+}  // namespace
 
 Command make_train_command(CLI::App& parent) {
   struct Options {
     std::string config_path;
     std::vector<std::string> overrides;
+    bool print_config = false;
+    bool dry_run = false;
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand("train", "Train a model from a YAML config");
   app->add_option("config", options->config_path, "YAML config (see configs/)")->required();
   app->add_option("--set", options->overrides, "Override a key: section.key=value (repeatable)");
+  app->add_flag("--print-config", options->print_config,
+                "Print the effective config (file, --set and defaults) as YAML and exit");
+  app->add_flag("--dry-run", options->dry_run,
+                "Check the config, plan, data and memory, build the model, then exit without "
+                "training");
   app->footer("Config keys (YAML sections; any key also as --set section.key=value):\n\n" +
               config::help_table());
   return {
       app, [options] {
         config::TrainConfig cfg = config::load_config(options->config_path, options->overrides);
+        if (options->print_config) {
+          fmt::print("{}", config::dump_yaml(cfg));
+          return 0;
+        }
         const comm::RankInfo rank = comm::discover_rank(comm::process_env());
         const std::optional<Cluster> cluster = job_cluster(cfg);
         if (cfg.parallel.plan == "auto") {  // before anything reads the stages or devices
@@ -68,8 +103,20 @@ Command make_train_command(CLI::App& parent) {
               comm::WorldOptions{.cluster = cluster ? &*cluster : nullptr, .cluster_chips = chips});
         else
           alone = comm::loopback_communicator();
+        train::StopSignals stop_signals;  // before the model is built: a stop then ends step 1
         train::Trainer trainer(cfg, *runtime, print_line, world ? world->comm() : *alone);
-        train::TrainSummary summary = trainer.run();
+        if (options->dry_run) {
+          if (rank.rank == 0) {
+            print_line(trainer.describe());
+            print_line(fmt::format("dry run: the config, plan, data and memory check out; {}",
+                                   output_note(cfg)));
+          }
+          return 0;
+        }
+        if (rank.rank == 0) print_line(output_note(cfg));
+        train::TrainSummary summary =
+            trainer.run([&stop_signals] { return stop_signals.received(); });
+        if (summary.stopped_by != 0) return 128 + summary.stopped_by;
         if (rank.rank != 0) return 0;
         fmt::print("done: {} steps, final loss {:.4f}{}, {:.0f} tok/s, peak memory {:.1f} MiB\n",
                    summary.steps, summary.final_loss,

@@ -36,7 +36,7 @@ class Watch {
       wait_for_events();
       for (auto& rank : ranks_) rank->pump();
       for (int signal : signals_.take())
-        if (signal == SIGINT || signal == SIGTERM) on_interrupt(signal);
+        if (signal == SIGINT || signal == SIGTERM || signal == SIGUSR1) on_interrupt(signal);
       for (auto& rank : ranks_)
         if (rank->try_reap() && !rank->status()->ok() && !stopping()) on_failure(*rank);
       if (kill_at_ && Clock::now() >= *kill_at_) kill_remaining(true);

@@ -1,7 +1,7 @@
 // One start of the job on this node: spawn every local rank, forward their output, and watch them
 // until all have ended. The first rank to exit non-zero or die makes h2run stop the others
-// (SIGTERM, then SIGKILL after the grace period); SIGINT or SIGTERM to h2run is passed on to the
-// ranks the same way, and a second one skips the grace period.
+// (SIGTERM, then SIGKILL after the grace period); SIGINT, SIGTERM or SIGUSR1 to h2run is passed on
+// to the ranks the same way, and a second one skips the grace period.
 #pragma once
 
 #include <sys/types.h>
@@ -23,7 +23,7 @@ struct AttemptOutcome {
   ExitStatus status;  // how it ended
   std::deque<std::string> last_lines;
   int stopped = 0;         // other ranks still running when the failure was noticed
-  int interrupted_by = 0;  // SIGINT or SIGTERM h2run received, 0 if none
+  int interrupted_by = 0;  // SIGINT, SIGTERM or SIGUSR1 h2run received, 0 if none
 };
 
 AttemptOutcome run_attempt(const std::vector<RankSpec>& specs, SignalFd& signals, double grace_s);

@@ -25,8 +25,10 @@ node) and H2_RESTART (0, then 1, 2, ... after each restart).
 
 When a rank exits non-zero or is killed, h2run stops the others (SIGTERM, then SIGKILL after
 --grace seconds), prints which rank failed, how, and its last 20 lines, then restarts the job if
---max-restarts allows, or exits with the rank's exit code (128 + signal when killed). SIGINT and
-SIGTERM sent to h2run are passed on to the ranks. Exit code 2: bad usage.
+--max-restarts allows, or exits with the rank's exit code (128 + signal when killed). SIGINT,
+SIGTERM and SIGUSR1 sent to h2run are passed on to the ranks, which `h2 train` takes as a stop:
+it ends the current step, writes a checkpoint and exits 128 + signal; h2run waits --grace
+seconds for that, then sends SIGKILL (a second signal kills at once). Exit code 2: bad usage.
 
 Examples:
   h2run -n 4 -- h2 train configs/train/hetero-4.yaml
@@ -67,8 +69,10 @@ void add_run_flags(CLI::App& app, RunOptions& options) {
   app.add_option("--max-restarts", options.max_restarts,
                  "restart the whole job up to M times after a rank fails (default 0); ranks see "
                  "H2_RESTART=attempt and resume from their newest checkpoint");
-  app.add_option("--grace", options.grace_s,
-                 "seconds a stopping rank gets between SIGTERM and SIGKILL (default 5)");
+  app.add_option(
+      "--grace", options.grace_s,
+      "seconds a stopping rank gets between the stop signal and SIGKILL: time to finish its step "
+      "and write a checkpoint (default 30, Slurm's KillWait)");
   app.add_option("--cluster", options.cluster,
                  "cluster file (configs/clusters/*.yaml): rank r drives the cluster's chip r "
                  "(virtual chips, links paced as the file says); passed on as H2_CLUSTER_FILE")

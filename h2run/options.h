@@ -16,7 +16,7 @@ struct RunOptions {
   std::string master_host;  // parsed from `master` (brackets of an IPv6 address removed)
   int master_port = 0;      // parsed from `master`
   int max_restarts = 0;     // --max-restarts
-  double grace_s = 5;       // --grace: seconds between SIGTERM and SIGKILL when stopping ranks
+  double grace_s = 30;      // --grace: seconds between SIGTERM and SIGKILL when stopping ranks
   std::string cluster;      // --cluster FILE: passed to every rank as H2_CLUSTER_FILE (absolute)
   std::vector<std::string> command;  // after `--`
 

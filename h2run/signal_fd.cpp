@@ -14,13 +14,14 @@ namespace h2::h2run {
 SignalFd::SignalFd() {
   sigset_t watched;
   sigemptyset(&watched);
-  for (int signal : {SIGCHLD, SIGINT, SIGTERM, SIGPIPE}) sigaddset(&watched, signal);
+  for (int signal : {SIGCHLD, SIGINT, SIGTERM, SIGUSR1, SIGPIPE}) sigaddset(&watched, signal);
   if (::sigprocmask(SIG_BLOCK, &watched, &original_) != 0)
-    H2_THROW(Error, "cannot block SIGCHLD, SIGINT, SIGTERM and SIGPIPE: {}", std::strerror(errno));
+    H2_THROW(Error, "cannot block SIGCHLD, SIGINT, SIGTERM, SIGUSR1 and SIGPIPE: {}",
+             std::strerror(errno));
   // An inherited SIG_IGN would discard these before the signalfd sees them (and SIGCHLD ignored
   // makes the kernel reap the ranks): h2run takes them whatever its parent chose. Blocked, the
   // default action never runs; the ranks start with it.
-  for (int signal : {SIGCHLD, SIGINT, SIGTERM}) {
+  for (int signal : {SIGCHLD, SIGINT, SIGTERM, SIGUSR1}) {
     struct sigaction action {};
     action.sa_handler = SIG_DFL;
     sigemptyset(&action.sa_mask);
@@ -31,7 +32,8 @@ SignalFd::SignalFd() {
   if (!fd_.valid()) {
     const int error = errno;
     ::sigprocmask(SIG_SETMASK, &original_, nullptr);
-    H2_THROW(Error, "cannot create a signalfd for SIGCHLD, SIGINT, SIGTERM and SIGPIPE: {}",
+    H2_THROW(Error,
+             "cannot create a signalfd for SIGCHLD, SIGINT, SIGTERM, SIGUSR1 and SIGPIPE: {}",
              std::strerror(error));
   }
 }

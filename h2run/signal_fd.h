@@ -1,8 +1,9 @@
-// The signals h2run acts on (SIGCHLD, SIGINT, SIGTERM; SIGPIPE so that a closed stdout is a write
-// error, not death), blocked and read from a signalfd in the supervisor's poll loop instead of
-// handlers (their actions reset to the default first: an ignored SIGINT inherited from a shell's
-// background job would otherwise never arrive). Construct it before any thread starts (the store
-// server's): threads inherit the mask, so no thread takes these signals the default way.
+// The signals h2run acts on (SIGCHLD; SIGINT, SIGTERM and SIGUSR1, passed on to the ranks; SIGPIPE
+// so that a closed stdout is a write error, not death), blocked and read from a signalfd in the
+// supervisor's poll loop instead of handlers (their actions reset to the default first: an ignored
+// SIGINT inherited from a shell's background job would otherwise never arrive). Construct it before
+// any thread starts (the store server's): threads inherit the mask, so no thread takes these
+// signals the default way.
 #pragma once
 
 #include <signal.h>

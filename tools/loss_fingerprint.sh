@@ -38,7 +38,7 @@ import json, sys
 name, path = sys.argv[1], sys.argv[2]
 for line in open(path):
     r = json.loads(line)
-    if "loss" not in r or r.get("event") == "done":
+    if r.get("event") != "step":
         continue
     ev = r.get("eval_loss")
     print(f"{name} step {r['step']} loss {r['loss']!r} grad_norm {r.get('grad_norm')!r}"

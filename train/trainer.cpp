@@ -10,6 +10,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/tensor_host.h"
+#include "core/version.h"
 #include "optim/lr_schedule.h"
 #include "parallel/exact_gather.h"
 #include "parallel/pipeline/trace_events.h"
@@ -20,6 +21,7 @@
 #include "train/emulation_monitor.h"
 #include "train/metrics/metrics_log.h"
 #include "train/precision_report.h"
+#include "train/stop_signals.h"
 
 namespace h2::train {
 namespace {
@@ -65,7 +67,7 @@ struct Trainer::State {
   std::unique_ptr<data::WindowSampler> sampler;
   std::unique_ptr<parallel::pipeline::Timeline> timeline;  // during run()
   std::unique_ptr<EmulationMonitor> emulation;             // during run()
-  MetricsLog metrics;
+  MetricsLog metrics{""};  // opened by run() on rank 0 (a dry run writes nothing)
   optim::LrSchedule schedule;
   double flops_per_token = 0;
   double peak_flops = 0;            // the job's: every rank's device peak added
@@ -73,6 +75,7 @@ struct Trainer::State {
   // The sampler position (global micro-batches drawn) at the start of step `base_step`.
   int64_t base_step = 0;
   uint64_t base_position = 0;
+  std::string resumed_from;  // the checkpoint run() continued from; empty when it started afresh
 
   State(const config::TrainConfig& cfg, Runtime& rt, std::function<void(const std::string&)> out,
         comm::Communicator& job_comm)
@@ -84,8 +87,7 @@ struct Trainer::State {
         rank(job_comm.rank()),
         print(rank == 0 ? std::move(out) : [](const std::string&) {}),
         dataset(data::TokenDataset::load(cfg.data.path, cfg.data.format)),
-        split(dataset.split(cfg.data.val_fraction, cfg.model.seq_len)),
-        metrics(rank == 0 ? cfg.log.metrics_file : std::string(), resuming(cfg)) {
+        split(dataset.split(cfg.data.val_fraction, cfg.model.seq_len)) {
     dataset.check_vocab(cfg.model.vocab_size);
     if (cfg.parallel.memory_check) config::check_plan_memory(plan, cfg, rank, device);
     models::LlamaConfig llama = llama_config(cfg.model);
@@ -125,18 +127,33 @@ struct Trainer::State {
            (cfg.checkpoint.resume || env_int("H2_RESTART", 0, 1L << 30) > 0);
   }
 
+  double tokens_per_step() const {
+    return double(config.train.batch_size * config.model.seq_len * plan.global_micro_batches());
+  }
+
   uint64_t position_at(int64_t step) const {
     return base_position + uint64_t((step - base_step) * plan.global_micro_batches());
   }
 
   // Writes DIR/step_NNNNNN after `steps` optimizer steps (collective): every rank its share.
-  void save(int64_t steps) {
+  std::string save(int64_t steps) {
     const checkpoint::RankContents mine = rank_contents(engine->state().pieces());
     const checkpoint::TrainerState state{steps, position_at(steps), config::dump_yaml(config),
                                          job.size()};
     const std::string where = checkpoint::save_checkpoint(&job, config.checkpoint.dir, state, mine,
                                                           config.checkpoint.keep_last);
     print(fmt::format("checkpoint: {}", where));
+    return where;
+  }
+
+  // The first stop signal any rank received (0: none): every rank gets the same answer, so the
+  // job stops after the same step everywhere. Collective when the job has several ranks.
+  int agreed_stop(int local) {
+    if (job.size() == 1) return local;
+    int agreed = 0;
+    for (const auto& rank : parallel::gather_doubles(job, runtime.cpu(), {double(local)}))
+      if (agreed == 0 && rank[0] != 0) agreed = int(rank[0]);
+    return agreed;
   }
 
   // Loads the newest checkpoint in checkpoint.dir (written by any plan); returns the steps it had
@@ -150,6 +167,7 @@ struct Trainer::State {
     engine->state().load(reader, saved.step);
     base_step = saved.step;
     base_position = saved.sampler_position;
+    resumed_from = *latest;
     print(fmt::format("resumed from {} (step {}, written by {} rank{})", *latest, saved.step,
                       saved.world_size, saved.world_size == 1 ? "" : "s"));
     return saved.step;
@@ -250,22 +268,36 @@ double Trainer::evaluate() {
   return s.engine->evaluate([&](int b) { return batches[size_t(b)]; }, int(batches.size()));
 }
 
-TrainSummary Trainer::run() {
-  State& s = *state_;
+std::string Trainer::describe() const {
+  const State& s = *state_;
   const auto& t = s.config.train;
-  const double tokens_per_step =
-      double(t.batch_size * s.config.model.seq_len * s.plan.global_micro_batches());
-  s.print(fmt::format(
+  return fmt::format(
       "h2 train: {} parameters on {} ({}){}, {}; {}; {} steps of {} tokens; data {} ({} train / {} "
       "val tokens)",
       s.num_parameters, s.device.str(), s.device.props().name,
       s.job.size() > 1 ? fmt::format(" x {} ranks", s.job.size()) : "", dtype_name(t.dtype),
-      s.plan.str(), t.steps, int64_t(tokens_per_step), s.dataset.source(), s.split.train.size(),
-      s.split.val.size()));
+      s.plan.str(), t.steps, int64_t(s.tokens_per_step()), s.dataset.source(), s.split.train.size(),
+      s.split.val.size());
+}
+
+TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
+  State& s = *state_;
+  const auto& t = s.config.train;
+  s.print(describe());
 
   TrainSummary summary;
   const bool checkpoints = !s.config.checkpoint.dir.empty();
   const int64_t first_step = State::resuming(s.config) ? s.resume() : 0;
+  if (s.rank == 0) {
+    s.metrics = MetricsLog(s.config.log.metrics_file, State::resuming(s.config));
+    s.metrics.write_event("start", first_step,
+                          {{"config", nlohmann::json::parse(config::dump_json(s.config))},
+                           {"version", version_text("h2")},
+                           {"ranks", s.job.size()},
+                           {"plan", s.plan.str()}});
+    if (!s.resumed_from.empty())
+      s.metrics.write_event("resume", first_step, {{"checkpoint", s.resumed_from}});
+  }
   // Every action's start and end: bubble, stash peaks, the trace.
   s.timeline = std::make_unique<parallel::pipeline::Timeline>(
       s.engine->executor(), parallel::pipeline::TimelineOptions{.first_step = first_step + 1});
@@ -277,8 +309,8 @@ TrainSummary Trainer::run() {
   std::vector<int32_t> inputs(size_t(t.batch_size * s.config.model.seq_len)),
       targets(inputs.size());
   auto run_start = Clock::now(), interval_start = run_start;
-  int64_t interval_steps = 0;
-  for (int64_t step = first_step; step < t.steps; ++step) {
+  int64_t interval_steps = 0, step = first_step;
+  for (; step < t.steps; ++step) {
     const int switched = s.model->apply_precision(s.precision, step, t.steps);
     if (switched > 0)
       s.print(fmt::format("step {}: {} linear layers changed precision; now {}", step + 1, switched,
@@ -293,9 +325,11 @@ TrainSummary Trainer::run() {
     s.engine->state().step(lr, optim::clip_scale(norm, t.grad_clip));
     ++interval_steps;
     summary.final_loss = loss;
+    if (stop_requested) summary.stopped_by = s.agreed_stop(stop_requested());
 
-    const bool last = step + 1 == t.steps;
-    const bool evaluate_now = t.eval_every > 0 && ((step + 1) % t.eval_every == 0 || last);
+    const bool last = step + 1 == t.steps || summary.stopped_by != 0;
+    const bool evaluate_now =
+        t.eval_every > 0 && summary.stopped_by == 0 && ((step + 1) % t.eval_every == 0 || last);
     if ((step + 1) % s.config.log.every == 0 || last || evaluate_now) {
       s.device.default_stream().synchronize();
       const auto now = Clock::now();
@@ -308,14 +342,22 @@ TrainSummary Trainer::run() {
       const double elapsed = std::chrono::duration<double>(now - run_start).count();
       const double eta = elapsed / double(step + 1 - first_step) * double(t.steps - step - 1);
       s.print(progress_line(m, eta));
-      if (s.rank == 0) s.metrics.write_step(m);
+      if (s.rank == 0) {
+        s.metrics.write_step(m);
+        if (m.eval_loss) s.metrics.write_event("eval", m.step, {{"eval_loss", *m.eval_loss}});
+      }
       interval_start = Clock::now();  // evaluation time is not training time
       interval_steps = 0;
     }
     const int64_t every = s.config.checkpoint.every;
     if (checkpoints && (last || (every > 0 && (step + 1) % every == 0))) {
-      s.save(step + 1);
+      const std::string where = s.save(step + 1);
+      if (summary.stopped_by != 0) summary.checkpoint = where;
       interval_start = Clock::now();
+    }
+    if (summary.stopped_by != 0) {
+      ++step;
+      break;
     }
   }
   if (!s.config.log.trace_file.empty()) {
@@ -329,13 +371,26 @@ TrainSummary Trainer::run() {
   }
   s.engine->executor().set_observer(nullptr);
   const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
-  summary.steps = t.steps;
-  summary.tokens_per_s = tokens_per_step * double(t.steps - first_step) / total;
+  summary.steps = step;
+  summary.tokens_per_s = s.tokens_per_step() * double(step - first_step) / total;
   summary.peak_mem_bytes = s.device.allocator().stats().peak_bytes_in_use;
   std::vector<double> peaks;  // every rank's, MiB
   for (const auto& p : parallel::gather_doubles(s.job, s.runtime.cpu(),
                                                 {double(summary.peak_mem_bytes) / (1 << 20)}))
     peaks.push_back(p[0]);
+  if (summary.stopped_by != 0) {
+    s.print(fmt::format(
+        "stopped by {} after step {}{}", stop_signal_name(summary.stopped_by), step,
+        summary.checkpoint.empty()
+            ? " (no checkpoint.dir: nothing was saved)"
+            : fmt::format("; resume with checkpoint.resume: true ({})", summary.checkpoint)));
+    if (s.rank == 0)
+      s.metrics.write_event("stop", step,
+                            {{"signal", stop_signal_name(summary.stopped_by)},
+                             {"checkpoint", summary.checkpoint},
+                             {"final_loss", summary.final_loss}});
+    return summary;
+  }
   nlohmann::json done = {{"steps", summary.steps},
                          {"peak_mem_mib_per_rank", peaks},
                          {"final_loss", summary.final_loss},
@@ -348,7 +403,7 @@ TrainSummary Trainer::run() {
     done["predicted_step_ms"] = s.config.prediction->step_ms;
     done["predicted_peak_mib"] = s.config.prediction->peak_mib;
   }
-  if (s.rank == 0) s.metrics.write_done(done);
+  if (s.rank == 0) s.metrics.write_event("done", summary.steps, done);
   return summary;
 }
 

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "comm/communicator.h"
 #include "core/runtime.h"
@@ -28,6 +29,8 @@ struct TrainSummary {
   double final_eval_loss = -1;  // -1 when evaluation is off
   double tokens_per_s = 0;      // over the whole run
   int64_t peak_mem_bytes = 0;
+  int stopped_by = 0;      // the stop signal that ended the run early (stop_signals.h); 0: none
+  std::string checkpoint;  // the checkpoint written when it stopped; empty without checkpoint.dir
 };
 
 class Trainer {
@@ -39,7 +42,12 @@ class Trainer {
   Trainer(const config::TrainConfig& config, Runtime& runtime,
           std::function<void(const std::string&)> print, comm::Communicator& job);
   ~Trainer();
-  TrainSummary run();
+  // Trains from the newest checkpoint (when resuming) to train.steps. `stop_requested`, polled
+  // after every step on every rank (all or none must pass it), returns a stop signal or 0: when
+  // any rank has one, every rank ends after that step with a checkpoint (train/stop_signals.h).
+  TrainSummary run(const std::function<int()>& stop_requested = {});
+  // The one-line summary run() prints first: parameters, device, plan, steps, data.
+  std::string describe() const;
   // Mean loss over up to train.eval_batches batches of the validation split (shared among the
   // replicas; every rank gets the same value); -1 without a validation split.
   double evaluate();

@@ -1,4 +1,5 @@
-// H2runProcess: fork + exec of H2RUN_PATH with output redirected to files; pid and port helpers.
+// H2runProcess: fork + exec of H2RUN_PATH (or another program) with output redirected to files; pid
+// and port helpers.
 #include "tests/h2run/h2run_harness.h"
 
 #include <arpa/inet.h>
@@ -46,11 +47,11 @@ TempDir::~TempDir() {
 }
 
 H2runProcess::H2runProcess(const std::vector<std::string>& args,
-                           const std::vector<std::string>& env) {
+                           const std::vector<std::string>& env, const std::string& program) {
   std::string pattern = "/tmp/h2run_output_XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp " << pattern << " failed";
   dir_ = pattern;
-  std::vector<std::string> strings{H2RUN_PATH};
+  std::vector<std::string> strings{program};
   strings.insert(strings.end(), args.begin(), args.end());
   std::vector<std::string> env_strings;
   for (char** entry = environ; *entry != nullptr; ++entry)
@@ -68,7 +69,7 @@ H2runProcess::H2runProcess(const std::vector<std::string>& args,
     const int out_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int err_fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (out_fd < 0 || err_fd < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) ::_exit(120);
-    ::execve(argv[0], argv.data(), envp.data());
+    ::execvpe(argv[0], argv.data(), envp.data());
     ::_exit(121);
   }
   if (pid_ < 0) ADD_FAILURE() << "fork failed";

@@ -21,7 +21,9 @@ struct RunResult {
 class H2runProcess {
  public:
   // `args` follow the program name; `env` adds "NAME=value" entries to the cleaned environment.
-  H2runProcess(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+  // `program` is the built h2run unless named (a bare name is looked up in PATH, e.g. mpirun).
+  H2runProcess(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+               const std::string& program = H2RUN_PATH);
   ~H2runProcess();
   H2runProcess(const H2runProcess&) = delete;
   H2runProcess& operator=(const H2runProcess&) = delete;

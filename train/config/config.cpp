@@ -3,6 +3,7 @@
 #include "train/config/config.h"
 
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -161,6 +162,31 @@ std::string dump_yaml(const TrainConfig& config) {
     out += fmt::format("  {}: {}\n", key.leaf(), value_text(key, config));
   }
   return out;
+}
+
+std::string dump_json(const TrainConfig& config) {
+  nlohmann::json out = nlohmann::json::object();
+  auto& c = const_cast<TrainConfig&>(config);  // the accessors read without modifying
+  for (const KeyInfo& key : keys()) {
+    nlohmann::json& slot = out[std::string(key.section())][std::string(key.leaf())];
+    switch (key.type) {
+      case KeyType::integer:
+        slot = *std::get<int64_t* (*)(TrainConfig&)>(key.field)(c);
+        break;
+      case KeyType::number:
+        slot = *std::get<double* (*)(TrainConfig&)>(key.field)(c);
+        break;
+      case KeyType::boolean:
+        slot = *std::get<bool* (*)(TrainConfig&)>(key.field)(c);
+        break;
+      case KeyType::string:
+        slot = *std::get<std::string* (*)(TrainConfig&)>(key.field)(c);
+        break;
+      default:
+        slot = value_text(key, config);
+    }
+  }
+  return out.dump();
 }
 
 void write_yaml(const TrainConfig& config, const std::string& path) {

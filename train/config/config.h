@@ -233,6 +233,10 @@ std::string help_table();
 // The effective configuration as YAML that parse_yaml reads back to an equal TrainConfig.
 std::string dump_yaml(const TrainConfig& config);
 
+// The effective configuration as JSON text, {"model": {"dim": 128, ...}, ...}: numbers and
+// booleans typed, everything else as text (the start record of the metrics file).
+std::string dump_json(const TrainConfig& config);
+
 // Writes dump_yaml(config) to `path`; throws h2::Error when the file cannot be written.
 void write_yaml(const TrainConfig& config, const std::string& path);
 

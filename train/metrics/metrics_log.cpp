@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 
 #include "core/error.h"
@@ -28,6 +30,28 @@ std::string human_duration(double seconds) {
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
   if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}s", s);
+}
+
+// "2026-12-04T09:30:12.345Z".
+std::string utc_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  return fmt::format("{}.{:03}Z", text, millis);
+}
+
+// Start records already in a metrics file: the attempt number of the run about to append.
+int count_starts(const std::string& path) {
+  std::ifstream in(path);
+  int starts = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.find(R"("event":"start")") != std::string::npos) ++starts;
+  return starts;
 }
 
 }  // namespace
@@ -62,6 +86,7 @@ MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   std::filesystem::path p(path);
   std::error_code error;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), error);
+  if (append) attempt_ = count_starts(path);
   file_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!file_)
     H2_THROW(ConfigError, "log.metrics_file: cannot open '{}' for writing{}", path,
@@ -76,12 +101,15 @@ void MetricsLog::write(const nlohmann::json& line) {
 }
 
 void MetricsLog::write_step(const StepMetrics& m) {
-  write(to_json(m));
+  write_event("step", m.step, to_json(m));
 }
 
-void MetricsLog::write_done(const nlohmann::json& summary) {
-  nlohmann::json line = summary;
-  line["event"] = "done";
+void MetricsLog::write_event(std::string_view event, int64_t step, const nlohmann::json& fields) {
+  if (!file_.is_open()) return;
+  nlohmann::json line = {
+      {"event", event}, {"time", utc_now()}, {"attempt", attempt_}, {"step", step}};
+  for (const auto& [key, value] : fields.items())
+    if (key != "step") line[key] = value;
   write(line);
 }
 

@@ -1,7 +1,17 @@
-// Training metrics: one JSON object per logging step appended to a JSON-lines file and flushed
-// at once (a crash loses nothing already logged), plus the human progress line with the same
-// figures. Field names are the contract of CLI.md: step, loss, lr, tokens_per_s, step_ms, mfu,
-// mem_bytes (eval_loss when evaluated), then a summary object with "event": "done".
+// Training metrics: one JSON object per record appended to a JSON-lines file and flushed at once
+// (a crash loses nothing already logged), plus the human progress line with the same figures.
+//
+// Every record has "event", "time" (UTC, ISO 8601 with milliseconds), "attempt" (0 for the first
+// start, one more for each resume into the same file) and an integer "step":
+//   start   the run begins at `step` (0, or the checkpoint's step): the resolved config, version
+//   resume  after `start` when it continued from a checkpoint: the checkpoint and its step
+//   step    a logged step: CLI.md's fields step, loss, lr, tokens_per_s, step_ms, mfu, mem_bytes
+//           (eval_loss when evaluated, a pipeline's figures)
+//   eval    an evaluation at `step`: eval_loss
+//   stop    a stop signal ended the run after `step`, with a checkpoint there
+//   done    the summary of a finished run
+// The rule for readers: a resume at step N supersedes every earlier record with a step above N
+// (those steps were redone); equivalently, keep the last record per (event, step).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,6 +20,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace h2::train {
 
@@ -36,17 +47,20 @@ std::string progress_line(const StepMetrics& m, double eta_seconds);
 
 class MetricsLog {
  public:
-  // Creates `path` (truncated, or appended to when `append`: a resumed run) and its parent
-  // folders; an empty path logs nowhere.
+  // Creates `path` (truncated, or appended to when `append`: a resumed run, whose attempt number
+  // counts the start records already there) and its parent folders; an empty path logs nowhere.
   explicit MetricsLog(const std::string& path, bool append = false);
   void write_step(const StepMetrics& m);
-  // The closing summary line: {"event": "done", ...fields}.
-  void write_done(const nlohmann::json& summary);
+  // A record {"event": event, "time": ..., "attempt": ..., "step": step, ...fields}.
+  void write_event(std::string_view event, int64_t step,
+                   const nlohmann::json& fields = nlohmann::json::object());
+  int attempt() const { return attempt_; }
 
  private:
   void write(const nlohmann::json& line);
   std::string path_;
   std::ofstream file_;
+  int attempt_ = 0;
 };
 
 }  // namespace h2::train

@@ -1,5 +1,6 @@
 // Metrics lines carry the CLI.md fields, are readable JSON after every step (flushed as written),
-// end with a "done" summary, and the progress line shows the same figures.
+// every record says its event, time, attempt and integer step, a resumed log counts its attempts,
+// and the progress line shows the same figures.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -41,12 +42,45 @@ TEST(MetricsLog, WritesFlushedJsonLinesWithTheContractFields) {
   m.step = 20;
   m.eval_loss = 2.7;
   log.write_step(m);
-  log.write_done({{"steps", 20}, {"final_loss", 2.5}});
+  log.write_event("done", 20, {{"steps", 20}, {"final_loss", 2.5}});
   lines = read_lines(path);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[1]["eval_loss"], 2.7);
   EXPECT_EQ(lines[2]["event"], "done");
   EXPECT_EQ(lines[2]["steps"], 20);
+  for (const auto& line : lines) {
+    EXPECT_TRUE(line["step"].is_number_integer()) << line;
+    EXPECT_EQ(line["attempt"], 0) << line;
+    // "2026-12-04T09:30:12.345Z"
+    const std::string time = line["time"];
+    ASSERT_EQ(time.size(), 24u) << time;
+    EXPECT_EQ(time[10], 'T');
+    EXPECT_EQ(time.back(), 'Z');
+  }
+  EXPECT_EQ(lines[0]["event"], "step");
+}
+
+TEST(MetricsLog, AResumedLogCountsItsAttemptsFromTheStartRecords) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "h2_metrics_attempts/metrics.jsonl").string();
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  {
+    MetricsLog first(path);
+    first.write_event("start", 0);
+    first.write_step(StepMetrics{.step = 1});
+  }
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    MetricsLog resumed(path, /*append=*/true);
+    EXPECT_EQ(resumed.attempt(), attempt);
+    resumed.write_event("start", 1);
+    resumed.write_event("resume", 1, {{"checkpoint", "ckpt/step_000001"}});
+  }
+  const auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[5]["attempt"], 2);
+  EXPECT_EQ(lines[5]["event"], "resume");
+  EXPECT_EQ(lines[5]["checkpoint"], "ckpt/step_000001");
+  EXPECT_EQ(MetricsLog(path, true).attempt(), 3);
 }
 
 TEST(MetricsLog, ProgressLineShowsTheFigures) {

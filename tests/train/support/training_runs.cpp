@@ -54,7 +54,7 @@ Curve read_metrics(const fs::path& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line);
-    if (!j.contains("step")) continue;
+    if (j.value("event", "") != "step") continue;
     curve.loss[j["step"]] = j["loss"];
     if (j.contains("eval_loss")) curve.eval_loss[j["step"]] = j["eval_loss"];
   }

@@ -55,8 +55,10 @@ TrainedRun train(config::TrainConfig cfg) {
   for (auto& p : trainer.model().named_parameters())
     run.params.push_back(tensor_to_floats(p.param));
   std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);)
-    run.metrics.push_back(nlohmann::json::parse(line));
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json record = nlohmann::json::parse(line);
+    if (record.at("event") == "step") run.metrics.push_back(std::move(record));
+  }
   return run;
 }
 
