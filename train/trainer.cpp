@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -60,6 +61,7 @@ struct Trainer::State {
   const int rank;                                 // in the job; rank 0 prints and writes metrics
   std::function<void(const std::string&)> print;  // no-op on ranks other than 0
   data::TokenDataset dataset;
+  std::optional<data::TokenDataset> val_dataset;  // data.val_path, when set
   data::DataSplit split;
   std::unique_ptr<models::Llama> model;
   int64_t num_parameters = 0;
@@ -87,8 +89,14 @@ struct Trainer::State {
         rank(job_comm.rank()),
         print(rank == 0 ? std::move(out) : [](const std::string&) {}),
         dataset(data::TokenDataset::load(cfg.data.path, cfg.data.format)),
-        split(dataset.split(cfg.data.val_fraction, cfg.model.seq_len)) {
+        val_dataset(cfg.data.val_path.empty()
+                        ? std::nullopt
+                        : std::optional(data::TokenDataset::load(cfg.data.val_path, cfg.data.format,
+                                                                 "data.val_path"))),
+        split(val_dataset ? dataset.split_with(*val_dataset, cfg.model.seq_len)
+                          : dataset.split(cfg.data.val_fraction, cfg.model.seq_len)) {
     dataset.check_vocab(cfg.model.vocab_size);
+    if (val_dataset) val_dataset->check_vocab(cfg.model.vocab_size);
     if (cfg.parallel.memory_check) config::check_plan_memory(plan, cfg, rank, device);
     models::LlamaConfig llama = llama_config(cfg.model);
     // The units this rank does not run stay on the host: a chip holds only its stages (and a

@@ -45,6 +45,12 @@ void load_entry(TrainConfig& config, const std::string& section, const YAML::Nod
     for (const auto& rule : value)
       text += fmt::format("{}{}={}", text.empty() ? "" : "; ", key_name(rule.first, source),
                           rule.second.IsScalar() ? rule.second.Scalar() : std::string());
+  } else if (value.IsSequence() && (name == "data.path" || name == "data.val_path")) {
+    for (const auto& item : value) {  // a list of files and patterns: the comma-separated form
+      if (!item.IsScalar())
+        H2_THROW(ConfigError, "{}: {} must list file names or patterns", at, name);
+      text += (text.empty() ? "" : ",") + item.Scalar();
+    }
   } else if (value.IsMap() || value.IsSequence()) {
     H2_THROW(ConfigError, "{}: {} must be a single value, not a list or map", at, name);
   }

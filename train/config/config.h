@@ -61,7 +61,7 @@ struct TrainOptions {
 // The enums of choice keys (keys.cpp lists each key's names in the enum's order).
 enum class ParallelMode { single, dp, pipeline };     // "single|dp|pipeline"
 enum class WireDtype { compute, f32, bf16, f8e4m3 };  // "auto|f32|bf16|f8e4m3"
-using data::DataFormat;                               // "text|bin"
+using data::DataFormat;                               // "text|bin|uint16"
 using parallel::pipeline::ScheduleKind;               // "gpipe|1f1b|interleaved-1f1b|zb-h1"
 // precision.recipe, keep_recipe, target_recipe: "compute|f32|bf16|fp8_current|fp8_delayed|
 // fp8_blockwise|mxfp8|mxfp4|nvfp4"; f32 and bf16 must name train.dtype (checked at load).
@@ -79,11 +79,12 @@ enum class PrecisionName {
 using lowp::MxScaleRule;  // precision.mx_scale: "floor|ceil"
 
 struct DataConfig {
-  // A text file (byte-level tokens) or an llm.c-style .bin file of uint16 tokens. Relative paths
-  // are relative to the working directory of the process.
-  std::string path;  // required
+  // A file, a glob pattern of shards or a comma-separated list (train/data/dataset.h:
+  // expand_data_paths) in `format`. Relative paths are relative to the working directory.
+  std::string path;      // required
+  std::string val_path;  // validation data named the same way; empty: the tail of `path`
   DataFormat format = DataFormat::text;
-  double val_fraction = 0.1;  // tail fraction held out for evaluation, in [0, 1)
+  double val_fraction = 0.1;  // tail fraction held out for evaluation when val_path is empty
   bool operator==(const DataConfig&) const = default;
 };
 

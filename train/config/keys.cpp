@@ -104,15 +104,22 @@ const KeyInfo kKeys[] = {
      "micro-batches per evaluation", at_least(1)},
 
     {"data.path", KT::string, &field<&TC::data, &DC::path>,
-     "training data file (relative to the working directory); required"},
+     "training data: a file, a glob pattern of shards read in sorted order (fineweb_train_*.bin) "
+     "or several of either separated by commas (a YAML list also works); relative to the working "
+     "directory; required"},
+    {"data.val_path", KT::string, &field<&TC::data, &DC::val_path>,
+     "validation data, named like data.path (fineweb_val_*.bin); empty: the tail "
+     "data.val_fraction of data.path"},
     {"data.format",
      KT::choice,
      choice<&TC::data, &DC::format>(),
-     "text: bytes as tokens; bin: llm.c/nanoGPT uint16 tokens",
+     "text: bytes as tokens; bin: llm.c token files (header; uint16 or uint32 tokens); uint16: "
+     "nanoGPT's headerless train.bin/val.bin",
      {},
-     "text|bin"},
+     "text|bin|uint16"},
     {"data.val_fraction", KT::number, &field<&TC::data, &DC::val_fraction>,
-     "fraction of the data held out for evaluation", Range{0, 1, false, true}},
+     "fraction of the data held out for evaluation (when data.val_path is empty)",
+     Range{0, 1, false, true}},
 
     {"log.every", KT::integer, &field<&TC::log, &LC::every>,
      "steps between progress lines and metrics records", at_least(1)},

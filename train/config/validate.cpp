@@ -56,7 +56,7 @@ void check_train(const TrainConfig& c) {
   if (!valid_device(t.device))
     H2_THROW(ConfigError, "{} is not a device: expected cpu, cuda, cuda:N, vchip:N or vchip:NAME",
              show(c, "train.device", fmt::format("'{}'", t.device)));
-  if (t.eval_every > 0 && c.data.val_fraction == 0)
+  if (t.eval_every > 0 && c.data.val_fraction == 0 && c.data.val_path.empty())
     H2_THROW(ConfigError,
              "{} asks for evaluation but {} holds nothing out (set it > 0, or set "
              "train.eval_every = 0)",
@@ -76,19 +76,13 @@ void check_checkpoint(const TrainConfig& c) {
 }
 
 void check_data_file(const TrainConfig& c) {
-  const std::string& path = c.data.path;
-  if (path.empty())
+  if (c.data.path.empty())
     H2_THROW(ConfigError, "data.path is not set ({}); name the training data file",
              c.origin_of("data.path"));
-  std::error_code ec;
-  auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status))
-    H2_THROW(ConfigError, "{}: file not found (working directory {})",
-             show(c, "data.path", fmt::format("'{}'", path)),
-             std::filesystem::current_path(ec).string());
-  if (std::filesystem::is_directory(status))
-    H2_THROW(ConfigError, "{}: is a directory, not a file",
-             show(c, "data.path", fmt::format("'{}'", path)));
+  data::expand_data_paths(c.data.path, show(c, "data.path", fmt::format("'{}'", c.data.path)));
+  if (!c.data.val_path.empty())
+    data::expand_data_paths(c.data.val_path,
+                            show(c, "data.val_path", fmt::format("'{}'", c.data.val_path)));
 }
 
 void check_parallel(const TrainConfig& c) {

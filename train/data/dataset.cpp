@@ -5,8 +5,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <glob.h>
 
 #include "core/error.h"
 #include "train/data/token_file.h"
@@ -23,16 +29,97 @@ std::string read_text_file(const std::string& path) {
   return text;
 }
 
+// Reads one file of a data set.
+std::vector<int32_t> read_file(const std::string& path, DataFormat format, std::string_view where) {
+  switch (format) {
+    case DataFormat::bin:
+      return read_token_file(path);
+    case DataFormat::uint16:
+      return read_uint16_file(path);
+    case DataFormat::text:
+      break;
+  }
+  if (has_token_file_header(path))
+    H2_THROW(ConfigError,
+             "{}: '{}' is an llm.c token file, which data.format text would read as bytes: set "
+             "data.format: bin",
+             where, path);
+  if (std::filesystem::path(path).extension() == ".bin")
+    H2_THROW(ConfigError,
+             "{}: '{}' is named .bin but data.format is text (bytes as tokens): set data.format: "
+             "bin for llm.c files (with a header) or uint16 for nanoGPT's headerless files",
+             where, path);
+  return ByteTokenizer().encode(read_text_file(path));
+}
+
+bool is_pattern(std::string_view entry) {
+  return entry.find_first_of("*?[") != std::string_view::npos;
+}
+
+std::string trimmed(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  const size_t last = text.find_last_not_of(" \t");
+  return std::string(text.substr(first, last - first + 1));
+}
+
 }  // namespace
 
 DataFormat parse_data_format(std::string_view name, std::string_view where) {
   if (name == "text") return DataFormat::text;
   if (name == "bin") return DataFormat::bin;
-  H2_THROW(ConfigError, "{}: unknown data format '{}' (expected 'text' or 'bin')", where, name);
+  if (name == "uint16") return DataFormat::uint16;
+  H2_THROW(ConfigError, "{}: unknown data format '{}' (expected 'text', 'bin' or 'uint16')", where,
+           name);
 }
 
 std::string_view data_format_name(DataFormat format) {
-  return format == DataFormat::text ? "text" : "bin";
+  switch (format) {
+    case DataFormat::text:
+      return "text";
+    case DataFormat::bin:
+      return "bin";
+    case DataFormat::uint16:
+      return "uint16";
+  }
+  return "?";
+}
+
+std::vector<std::string> expand_data_paths(std::string_view spec, std::string_view where) {
+  std::vector<std::string> files;
+  size_t begin = 0;
+  while (begin <= spec.size()) {
+    size_t comma = spec.find(',', begin);
+    if (comma == std::string_view::npos) comma = spec.size();
+    const std::string entry = trimmed(spec.substr(begin, comma - begin));
+    begin = comma + 1;
+    if (entry.empty()) continue;
+    if (is_pattern(entry)) {
+      glob_t found{};
+      const int status = ::glob(entry.c_str(), GLOB_ERR, nullptr, &found);
+      std::vector<std::string> matches(found.gl_pathv, found.gl_pathv + found.gl_pathc);
+      ::globfree(&found);
+      if (status == GLOB_NOMATCH || matches.empty())
+        H2_THROW(ConfigError, "{}: pattern '{}' matches no file (working directory {})", where,
+                 entry, std::filesystem::current_path().string());
+      if (status != 0) H2_THROW(ConfigError, "{}: cannot read the folders of '{}'", where, entry);
+      std::sort(matches.begin(), matches.end());
+      for (std::string& match : matches)
+        if (!std::filesystem::is_directory(match)) files.push_back(std::move(match));
+      continue;
+    }
+    std::error_code ec;
+    const auto status = std::filesystem::status(entry, ec);
+    if (!std::filesystem::exists(status))
+      H2_THROW(ConfigError, "{}: '{}': file not found (working directory {})", where, entry,
+               std::filesystem::current_path().string());
+    if (std::filesystem::is_directory(status))
+      H2_THROW(ConfigError, "{}: '{}' is a directory; name its files or a pattern ('{}/*.bin')",
+               where, entry, entry);
+    files.push_back(entry);
+  }
+  if (files.empty()) H2_THROW(ConfigError, "{}: names no file", where);
+  return files;
 }
 
 TokenDataset::TokenDataset(std::vector<int32_t> tokens, std::string source)
@@ -40,9 +127,18 @@ TokenDataset::TokenDataset(std::vector<int32_t> tokens, std::string source)
   if (!tokens_.empty()) max_id_ = *std::max_element(tokens_.begin(), tokens_.end());
 }
 
-TokenDataset TokenDataset::load(const std::string& path, DataFormat format) {
-  if (format == DataFormat::bin) return TokenDataset(read_token_file(path), path);
-  return TokenDataset(ByteTokenizer().encode(read_text_file(path)), path);
+TokenDataset TokenDataset::load(const std::string& spec, DataFormat format,
+                                std::string_view where) {
+  const std::vector<std::string> files = expand_data_paths(spec, where);
+  std::vector<int32_t> tokens = read_file(files.front(), format, where);
+  for (size_t i = 1; i < files.size(); ++i) {
+    const std::vector<int32_t> more = read_file(files[i], format, where);
+    tokens.insert(tokens.end(), more.begin(), more.end());
+  }
+  std::string source = files.size() == 1 ? files.front()
+                                         : fmt::format("{} ({} files, {} .. {})", spec,
+                                                       files.size(), files.front(), files.back());
+  return TokenDataset(std::move(tokens), std::move(source));
 }
 
 void TokenDataset::check_vocab(int64_t vocab_size) const {
@@ -80,6 +176,15 @@ DataSplit TokenDataset::split(double val_fraction, int64_t seq_len) const {
              source_, n, val_fraction, n_val, window);
   std::span<const int32_t> all(tokens_);
   return DataSplit{all.first(size_t(n_train)), all.subspan(size_t(n_train))};
+}
+
+DataSplit TokenDataset::split_with(const TokenDataset& val, int64_t seq_len) const {
+  if (seq_len < 1) H2_THROW(ConfigError, "{}: seq_len {} is not positive", source_, seq_len);
+  for (const TokenDataset* part : {this, &val})
+    if (part->size() < seq_len + 1)
+      H2_THROW(ConfigError, "{}: {} tokens, fewer than one window of seq_len + 1 = {} tokens",
+               part->source(), part->size(), seq_len + 1);
+  return DataSplit{tokens(), val.tokens()};
 }
 
 }  // namespace h2::data

@@ -1,5 +1,7 @@
-// A token dataset: the whole token stream of one file (plain text through the byte tokenizer, or an
-// llm.c .bin file), with the train/validation split and the vocabulary check the trainer needs.
+// A token dataset: the whole token stream of one file or of a shard set read in order (plain text
+// through the byte tokenizer, llm.c .bin files, nanoGPT's headerless uint16 files), with the
+// train/validation split and the vocabulary check the trainer needs. The tokens are held in
+// memory as int32 (4 bytes per token).
 // Invariants: a TokenDataset owns its tokens and never changes them; the spans a DataSplit holds
 // point into it, so the dataset must outlive every split, sampler and eval iterator made from it.
 // The validation split is the last floor(n * val_fraction) tokens, the training split the rest, so
@@ -14,12 +16,18 @@
 
 namespace h2::data {
 
-enum class DataFormat { text, bin };
+enum class DataFormat { text, bin, uint16 };
 
-// "text" or "bin"; otherwise ConfigError naming the value, `where` (e.g. "data.format in
+// "text", "bin" or "uint16"; otherwise ConfigError naming the value, `where` (e.g. "data.format in
 // run.yaml:7") and the accepted names.
 DataFormat parse_data_format(std::string_view name, std::string_view where = "data.format");
 std::string_view data_format_name(DataFormat format);
+
+// The files a data path names, in reading order: `spec` is a file, a glob pattern (its matches
+// sorted by name, as llm.c's shard names sort in order) or several of either separated by commas.
+// ConfigError naming `where` and the entry when a file is missing, a pattern matches nothing or
+// an entry is a directory.
+std::vector<std::string> expand_data_paths(std::string_view spec, std::string_view where);
 
 struct DataSplit {
   std::span<const int32_t> train;
@@ -31,8 +39,11 @@ class TokenDataset {
   // `source` names where the tokens came from (a path) and prefixes every error message.
   TokenDataset(std::vector<int32_t> tokens, std::string source);
 
-  // Reads path in the given format; ConfigError naming the path if it is missing or malformed.
-  static TokenDataset load(const std::string& path, DataFormat format);
+  // Reads the files `spec` names (expand_data_paths) in the given format, concatenated in order;
+  // ConfigError naming the file if one is missing or malformed. Text refuses a file that starts
+  // with an llm.c header or is named *.bin (tokens read as bytes would train on nonsense).
+  static TokenDataset load(const std::string& spec, DataFormat format,
+                           std::string_view where = "data.path");
 
   std::span<const int32_t> tokens() const { return tokens_; }
   int64_t size() const { return int64_t(tokens_.size()); }
@@ -50,6 +61,10 @@ class TokenDataset {
   // seq_len + 1 tokens and (if val_fraction > 0) so does the validation split; the message names
   // the file, val_fraction, seq_len and the token counts.
   DataSplit split(double val_fraction, int64_t seq_len) const;
+
+  // This whole dataset for training and all of `val` for validation (a separate data.val_path);
+  // ConfigError unless each holds a window of seq_len + 1 tokens.
+  DataSplit split_with(const TokenDataset& val, int64_t seq_len) const;
 
  private:
   std::vector<int32_t> tokens_;

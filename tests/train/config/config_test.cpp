@@ -48,6 +48,8 @@ data:
          data_path +
          R"(
   format: bin
+  val_path: [)" +
+         data_path + ", " + data_path + R"(]
   val_fraction: 0.05
 log:
   every: 5
@@ -124,6 +126,7 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.train.eval_batches, 4);
   EXPECT_EQ(c.data.path, data);
   EXPECT_EQ(c.data.format, DataFormat::bin);
+  EXPECT_EQ(c.data.val_path, data + "," + data) << "a YAML list is the comma-separated form";
   EXPECT_DOUBLE_EQ(c.data.val_fraction, 0.05);
   EXPECT_EQ(c.log.every, 5);
   EXPECT_EQ(c.log.metrics_file, "out/metrics.jsonl");

@@ -1,6 +1,7 @@
-// Datasets: loading text and .bin files, the format names, the vocabulary check, the
-// train/validation split (sizes, order, rejected fractions and too-small splits) and the default
-// corpus that must exist on a fresh machine.
+// Datasets: loading text, llm.c .bin (uint16 and uint32) and nanoGPT uint16 files, shard sets by
+// pattern and list in sorted order, refusing token files read as text, the format names, the
+// vocabulary check, the train/validation split (sizes, order, rejected fractions and too-small
+// splits, a separate validation set) and the default corpus that must exist on a fresh machine.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -63,10 +64,95 @@ TEST(Dataset, LoadsTextAndBinFormats) {
   EXPECT_HAS(msg, text_path);
 }
 
+// Tokens as raw little-endian bytes of `width` bytes each, after an optional llm.c header.
+std::string raw_tokens(const std::vector<uint32_t>& ids, int width, int32_t magic = 0,
+                       int32_t version = 0) {
+  std::string bytes;
+  if (magic != 0) {
+    std::vector<int32_t> header(256, 0);
+    header[0] = magic;
+    header[1] = version;
+    header[2] = int32_t(ids.size());
+    bytes.append(reinterpret_cast<const char*>(header.data()), header.size() * 4);
+  }
+  for (uint32_t id : ids) bytes.append(reinterpret_cast<const char*>(&id), size_t(width));
+  return bytes;
+}
+
+std::vector<int32_t> ids_of(const TokenDataset& d) {
+  return std::vector<int32_t>(d.tokens().begin(), d.tokens().end());
+}
+
+TEST(Dataset, ReadsShardSetsInSortedOrderByPatternAndList) {
+  TempDir dir;
+  // Written out of order: the set is read in name order, as llm.c's shard numbers sort.
+  write_token_file(dir.file("train_000002.bin"), std::vector<int32_t>{5, 6});
+  write_token_file(dir.file("train_000000.bin"), std::vector<int32_t>{1, 2});
+  write_token_file(dir.file("train_000001.bin"), std::vector<int32_t>{3, 4});
+  write_token_file(dir.file("val_000000.bin"), std::vector<int32_t>{9});
+  const TokenDataset set = TokenDataset::load(dir.file("train_*.bin"), DataFormat::bin);
+  EXPECT_EQ(ids_of(set), (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_HAS(set.source(), "3 files");
+  const std::string list = dir.file("train_000001.bin") + ", " + dir.file("val_*.bin");
+  EXPECT_EQ(ids_of(TokenDataset::load(list, DataFormat::bin)), (std::vector<int32_t>{3, 4, 9}));
+
+  std::string msg = message_of([&] { expand_data_paths(dir.file("test_*.bin"), "data.path"); });
+  EXPECT_HAS(msg, "data.path: pattern '" + dir.file("test_*.bin") + "' matches no file");
+  msg = message_of([&] { expand_data_paths(dir.path().string(), "data.val_path"); });
+  EXPECT_HAS(msg, "is a directory");
+  msg = message_of([&] { expand_data_paths(dir.file("nope.bin") + "," + list, "data.path"); });
+  EXPECT_HAS(msg, "'" + dir.file("nope.bin") + "': file not found");
+}
+
+TEST(Dataset, ReadsLlamaThreeTokenFilesAndNanoGptFiles) {
+  TempDir dir;
+  const std::string llama3 =
+      dir.write("llama3.bin", raw_tokens({128000, 7, 128255}, 4, 20240801, 7));
+  EXPECT_EQ(ids_of(TokenDataset::load(llama3, DataFormat::bin)),
+            (std::vector<int32_t>{128000, 7, 128255}));
+  // nanoGPT's prepare.py: np.array(ids, dtype=np.uint16).tofile("train.bin"), no header.
+  const std::string nanogpt = dir.write("train.bin", raw_tokens({50256, 0, 65535, 42}, 2));
+  EXPECT_EQ(ids_of(TokenDataset::load(nanogpt, DataFormat::uint16)),
+            (std::vector<int32_t>{50256, 0, 65535, 42}));
+  std::string msg = message_of([&] { TokenDataset::load(nanogpt, DataFormat::bin); });
+  EXPECT_HAS(msg, "data.format: uint16");
+  const std::string odd = dir.write("odd.bin", std::string("\x01\x02\x03", 3));
+  msg = message_of([&] { TokenDataset::load(odd, DataFormat::uint16); });
+  EXPECT_HAS(msg, "3 bytes is not a whole number of uint16 tokens");
+  // An llm.c file is not a headerless one: its header would become 512 tokens.
+  write_token_file(dir.file("llmc.bin"), std::vector<int32_t>{1, 2});
+  msg = message_of([&] { TokenDataset::load(dir.file("llmc.bin"), DataFormat::uint16); });
+  EXPECT_HAS(msg, "set data.format: bin");
+}
+
+TEST(Dataset, TextRefusesTokenFiles) {
+  TempDir dir;
+  write_token_file(dir.file("shard.tok"), std::vector<int32_t>{1, 2, 3});
+  std::string msg =
+      message_of([&] { TokenDataset::load(dir.file("shard.tok"), DataFormat::text); });
+  EXPECT_HAS(msg, "is an llm.c token file, which data.format text would read as bytes");
+  const std::string headerless = dir.write("train.bin", raw_tokens({1, 2, 3}, 2));
+  msg = message_of([&] { TokenDataset::load(headerless, DataFormat::text); });
+  EXPECT_HAS(msg, "is named .bin but data.format is text");
+  EXPECT_HAS(msg, "uint16 for nanoGPT");
+}
+
+TEST(Dataset, SplitWithASeparateValidationSet) {
+  const TokenDataset train = iota_dataset(10), val = iota_dataset(4);
+  const DataSplit split = train.split_with(val, 3);
+  EXPECT_EQ(split.train.size(), 10u);
+  EXPECT_EQ(split.val.size(), 4u);
+  EXPECT_EQ(split.val.data(), val.tokens().data());
+  const std::string msg = message_of([&] { train.split_with(val, 4); });
+  EXPECT_HAS(msg, "4 tokens, fewer than one window of seq_len + 1 = 5 tokens");
+}
+
 TEST(Dataset, FormatNames) {
   EXPECT_EQ(parse_data_format("text"), DataFormat::text);
   EXPECT_EQ(parse_data_format("bin"), DataFormat::bin);
   EXPECT_EQ(data_format_name(DataFormat::bin), "bin");
+  EXPECT_EQ(parse_data_format("uint16"), DataFormat::uint16);
+  EXPECT_EQ(data_format_name(DataFormat::uint16), "uint16");
   std::string msg = message_of([] { parse_data_format("csv", "data.format in run.yaml:4"); });
   EXPECT_HAS(msg, "data.format in run.yaml:4");
   EXPECT_HAS(msg, "'csv'");

@@ -85,8 +85,10 @@ TEST(TokenFile, ShorterThanHeader) {
 TEST(TokenFile, BadMagic) {
   TempDir dir;
   std::string path = dir.write("data.bin", raw_file(12345, 1, 0, 0));
-  expect_config_error([&] { read_token_file(path); },
-                      {path + ": magic 12345 is not 20240520 (not an llm.c .bin token file)"});
+  expect_config_error(
+      [&] { read_token_file(path); },
+      {path + ": magic 12345 is not 20240520 or 20240801 (not an llm.c .bin token file; "
+              "nanoGPT's headerless uint16 files are data.format: uint16)"});
 }
 
 TEST(TokenFile, BadVersion) {
