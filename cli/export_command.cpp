@@ -1,7 +1,8 @@
 // `h2 export CHECKPOINT --format hf --out DIR [--dtype f32|bf16] [--shard-size BYTES] [--force]`:
 // writes a trained checkpoint (or a run's newest) as a Hugging Face LlamaForCausalLM folder that
 // transformers loads with from_pretrained (train/checkpoint/hf_format.h). The FP32 master weights
-// are copied as they are (f32) or rounded to nearest even (bf16); nothing else changes.
+// are copied as they are (f32) or rounded to nearest even (bf16); nothing else changes. The folder
+// also gets generation_config.json and a tokenizer (hf_tokenizer.h).
 #include <fmt/format.h>
 
 #include <cctype>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/hf_format.h"
+#include "train/checkpoint/hf_tokenizer.h"
 #include "train/model_loading.h"
 
 namespace h2::cli {
@@ -61,15 +63,30 @@ int run_export(const ExportOptions& o) {
   int64_t shard_bytes = parse_byte_size(o.shard_size);
   std::string dir = train::resolve_checkpoint_dir(o.checkpoint);
   check_output_dir(o.out, o.force);
-  config::ModelConfig model = train::checkpoint_model_config(dir);
+  const config::TrainConfig saved = train::checkpoint_config(dir);
+  const config::ModelConfig& model = saved.model;
   checkpoint::TensorMap tensors = checkpoint::read_model_tensors(dir);
+  // The tokenizer: an imported model's own files (kept beside its checkpoints by h2 import), else
+  // the byte-level one when the model was trained on bytes; else none (the ids are the data's).
+  const std::string imported =
+      checkpoint::run_tokenizer_dir(std::filesystem::path(dir).parent_path().string());
+  const bool has_imported = std::filesystem::exists(imported);
+  const bool bytes = saved.data.format == config::DataFormat::text;
   checkpoint::write_hf_model(o.out, model, tensors,
-                             {.dtype = dtype, .max_shard_bytes = shard_bytes, .source = dir});
+                             {.dtype = dtype,
+                              .max_shard_bytes = shard_bytes,
+                              .source = dir,
+                              .tokenizer_dir = has_imported ? imported : std::string(),
+                              .byte_level_tokenizer = !has_imported && bytes});
   int64_t params = 0;
   for (const auto& [name, t] : tensors) params += t.shape.numel();
   fmt::print(
-      "exported {} ({} tensors, {} parameters) to {} as Hugging Face LlamaForCausalLM ({})\n", dir,
-      tensors.size(), params, o.out, o.dtype);
+      "exported {} ({} tensors, {} parameters) to {} as Hugging Face LlamaForCausalLM ({}); "
+      "tokenizer: {}\n",
+      dir, tensors.size(), params, o.out, o.dtype,
+      has_imported ? "the imported model's (" + imported + ")"
+      : bytes      ? std::string("byte-level (token id = byte)")
+                   : std::string("none (trained on pre-tokenized data: add its tokenizer files)"));
   return 0;
 }
 

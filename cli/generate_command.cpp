@@ -1,12 +1,17 @@
-// `h2 generate CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]`: samples text
-// from a trained byte-level model, streaming each byte as it is drawn, so a person sees what the
-// model learned. Recomputes the whole context for each token (no KV cache): fine for the small
-// models trained on one machine.
+// `h2 generate CHECKPOINT [--prompt TEXT | --ids I,J,...] [--tokens N] [--temperature T] [--seed
+// S]`: samples from a trained model, streaming each token as it is drawn, so a person sees what the
+// model learned. Byte-level models (vocab 256) take and print text; other vocabularies take the
+// prompt as ids and print text through the tokenizer.json beside the checkpoints (h2 import keeps
+// it; --tokenizer names another) or, without one, the ids. Stops at model.eos_token_id.
+// Recomputes the whole context for each token (no KV cache): fine for the small models trained on
+// one machine.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <random>
 
 #include "backends/registry.h"
@@ -14,6 +19,7 @@
 #include "core/error.h"
 #include "core/tensor_host.h"
 #include "models/llama.h"
+#include "train/checkpoint/hf_tokenizer.h"
 #include "train/data/tokenizer.h"
 #include "train/model_loading.h"
 
@@ -23,6 +29,8 @@ namespace {
 struct GenerateOptions {
   std::string checkpoint;
   std::string prompt = "\n";
+  std::string ids;        // the prompt as token ids, "1,2,3"
+  std::string tokenizer;  // a tokenizer.json for other vocabularies
   int64_t tokens = 256;
   double temperature = 0.8;
   uint64_t seed = 0;
@@ -40,23 +48,65 @@ int32_t sample(const std::vector<float>& logits, double temperature, std::mt1993
   return pick(rng);
 }
 
+// "12, 7,9" as ids below `vocab`; ConfigError naming the bad item.
+std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
+  std::vector<int32_t> ids;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t comma = text.find(',', begin);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(begin, comma - begin);
+    begin = comma + 1;
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || item.find_first_not_of(" 0123456789", used) != std::string::npos || id < 0 ||
+        id >= vocab)
+      H2_THROW(ConfigError, "--ids: '{}' is not a token id in [0, {})", item, vocab);
+    ids.push_back(int32_t(id));
+  }
+  if (ids.empty()) H2_THROW(ConfigError, "--ids '{}' names no token", text);
+  return ids;
+}
+
 int run_generate(const GenerateOptions& o) {
   const std::string dir = train::resolve_checkpoint_dir(o.checkpoint);
   const config::ModelConfig m = train::checkpoint_model_config(dir);
-  if (m.vocab_size != data::ByteTokenizer::kVocabSize)
+  const bool bytes = m.vocab_size == data::ByteTokenizer::kVocabSize;
+  std::string tokenizer_file = o.tokenizer;
+  const std::string imported =
+      checkpoint::run_tokenizer_dir(std::filesystem::path(dir).parent_path().string()) +
+      "/tokenizer.json";
+  if (tokenizer_file.empty() && !bytes && std::filesystem::exists(imported))
+    tokenizer_file = imported;
+  const std::optional<checkpoint::TokenDecoder> decoder =
+      tokenizer_file.empty() ? std::nullopt
+                             : std::optional<checkpoint::TokenDecoder>(tokenizer_file);
+  if (!bytes && o.ids.empty())
     H2_THROW(ConfigError,
-             "{}: model.vocab_size is {}; h2 generate supports byte-level models "
-             "(vocab 256)",
+             "{}: model.vocab_size is {}, not a byte-level model: give the prompt as --ids (ids of "
+             "this model's tokenizer)",
              dir, m.vocab_size);
   auto runtime = create_runtime();
   Device& device = runtime->device(o.device);
   train::LoadedModel loaded = train::load_trained_model(dir, device, DType::f32);
   models::Llama& model = *loaded.model;
-
-  data::ByteTokenizer tokenizer;
-  std::vector<int32_t> context = tokenizer.encode(o.prompt.empty() ? "\n" : o.prompt);
+  data::ByteTokenizer byte_tokenizer;
+  std::vector<int32_t> context = !o.ids.empty()
+                                     ? parse_ids(o.ids, m.vocab_size)
+                                     : byte_tokenizer.encode(o.prompt.empty() ? "\n" : o.prompt);
+  // Text where it can be had: bytes, or a tokenizer's pieces; else the ids themselves.
+  auto show = [&](int32_t id) {
+    if (decoder) return decoder->decode(id);
+    if (bytes) return std::string(1, char(byte_tokenizer.decode_token(id)));
+    return fmt::format("{} ", id);
+  };
+  for (int32_t id : context) fmt::print("{}", show(id));
   std::mt19937_64 rng(o.seed);
-  fmt::print("{}", o.prompt);
   for (int64_t i = 0; i < o.tokens; ++i) {
     int64_t t = std::min<int64_t>(int64_t(context.size()), m.seq_len);
     std::vector<int64_t> window(context.end() - t, context.end());
@@ -64,7 +114,8 @@ int run_generate(const GenerateOptions& o) {
     Tensor logits = model.forward_logits(ids, 1, t);
     int32_t next = sample(tensor_to_floats(logits.select(0, t - 1)), o.temperature, rng);
     context.push_back(next);
-    std::fputc(static_cast<unsigned char>(tokenizer.decode_token(next)), stdout);
+    if (next == m.eos_token_id) break;
+    fmt::print("{}", show(next));
     std::fflush(stdout);
   }
   fmt::print("\n");
@@ -79,8 +130,15 @@ Command make_generate_command(CLI::App& parent) {
   app->add_option("checkpoint", options->checkpoint,
                   "checkpoint folder (step_NNNNNN) or a run's checkpoint.dir (newest is used)")
       ->required();
-  app->add_option("--prompt", options->prompt, "text the sample continues")->capture_default_str();
-  app->add_option("--tokens", options->tokens, "tokens (bytes) to generate")
+  app->add_option("--prompt", options->prompt, "text the sample continues (byte-level models)")
+      ->capture_default_str();
+  app->add_option("--ids", options->ids,
+                  "the prompt as comma-separated token ids (any vocabulary), instead of --prompt");
+  app->add_option("--tokenizer", options->tokenizer,
+                  "tokenizer.json that turns the ids into text (default: the one h2 import kept "
+                  "beside the checkpoints)")
+      ->check(CLI::ExistingFile);
+  app->add_option("--tokens", options->tokens, "tokens to generate (fewer at model.eos_token_id)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app->add_option("--temperature", options->temperature, "softmax temperature; 0 is greedy")

@@ -12,7 +12,9 @@
 #include "core/error.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/hf_format.h"
+#include "train/checkpoint/hf_tokenizer.h"
 #include "train/config/config.h"
+#include "train/data/default_data.h"
 
 namespace h2::cli {
 namespace {
@@ -51,9 +53,24 @@ int run_import(const ImportOptions& o) {
   cfg.model = hf.config.model;
   cfg.checkpoint.dir = o.out;
   cfg.checkpoint.resume = true;  // `h2 train` starts from the imported weights
+  // A config that runs as it is: the default text as bytes stands in for real data (the header
+  // says how to point it at tokens), a short fine-tuning schedule.
+  cfg.data.path = data::default_text_path(fs::temp_directory_path());
+  cfg.data.format = config::DataFormat::text;
+  cfg.train.steps = 100;
+  cfg.train.batch_size = 4;
+  cfg.train.warmup_steps = 10;
+  cfg.train.eval_every = 50;
+  cfg.train.lr = 3e-5;  // fine-tuning pretrained weights: far below the from-scratch default
+  cfg.train.min_lr = 3e-6;
   const std::string yaml = config::dump_yaml(cfg);
   std::string written = checkpoint::save_checkpoint(o.out, {0, 0, yaml}, hf.tensors,
                                                     /*optimizer=*/{}, /*keep_last=*/0);
+  // The source's tokenizer goes beside the checkpoints, for h2 export to carry on.
+  const std::string tokenizer = checkpoint::run_tokenizer_dir(o.out);
+  fs::remove_all(tokenizer);
+  if (checkpoint::copy_tokenizer_files(o.hf_dir, tokenizer) > 0)
+    fmt::print("tokenizer files: {}\n", tokenizer);
   int64_t params = 0;
   for (const auto& [name, t] : hf.tensors) params += t.shape.numel();
   fmt::print("imported {} ({} tensors, {} parameters, {}) to {}\n", o.hf_dir, hf.tensors.size(),
@@ -63,8 +80,9 @@ int run_import(const ImportOptions& o) {
     std::ofstream file(o.config_out, std::ios::trunc);
     file << fmt::format(
                 "# Written by `h2 import {}`: the model section matches that model and training\n"
-                "# resumes from its weights in {} (fresh optimizer state). Set data.path (or\n"
-                "# --set data.path=FILE) and the train section before `h2 train`.\n",
+                "# resumes from its weights in {} (fresh optimizer state). It runs as it is on a\n"
+                "# placeholder text read as bytes; for real data tokenized with this model's\n"
+                "# tokenizer set data.path and data.format (bin: llm.c files, uint16: nanoGPT).\n",
                 o.hf_dir, o.out)
          << yaml;
     if (!file.flush()) H2_THROW(Error, "cannot write --config-out '{}'", o.config_out);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/lowp/quant_spec.h"
+#include "core/rope_frequencies.h"
 #include "core/tensor.h"
 
 namespace h2 {
@@ -151,7 +152,8 @@ struct RmsNormBwdArgs {
 };
 
 // Rotary embedding, Hugging Face rotate_half convention, x/out: (B, T, H, D), D even.
-// For i < D/2, angle = (position_offset + t) * theta^(-2i/D):
+// For i < D/2, angle = (position_offset + t) * inv_freq_i, inv_freq_i = theta^(-2i/D) or its
+// Llama 3 scaling (core/rope_frequencies.h):
 //   out[i]       = x[i] * cos - x[i + D/2] * sin
 //   out[i + D/2] = x[i + D/2] * cos + x[i] * sin
 // rope_bwd applies the inverse rotation (angle -> -angle): dx from dout. out may alias x.
@@ -160,6 +162,7 @@ struct RopeArgs {
   Tensor x;
   float theta = 10000;
   int64_t position_offset = 0;
+  RopeScaling scaling;  // factor 0: plain RoPE
   auto slots() {
     return std::array<TensorSlot, 2>{{{&out, TensorRole::out, "out"}, {&x, TensorRole::in, "x"}}};
   }

@@ -18,6 +18,12 @@ void LlamaConfig::validate() const {
     fail(fmt::format("n_kv_heads {} does not divide n_heads {}", n_kv_heads, n_heads));
   if (head_dim() % 2 != 0) fail(fmt::format("head dim {} must be even (rotary)", head_dim()));
   if (!(rope_theta > 0) || !(norm_eps > 0)) fail("rope_theta and norm_eps must be positive");
+  if (rope_scaling.enabled() && !(rope_scaling.low_freq_factor > 0 &&
+                                  rope_scaling.high_freq_factor > rope_scaling.low_freq_factor &&
+                                  rope_scaling.original_max_positions > 0))
+    fail(
+        "Llama 3 RoPE scaling needs 0 < low_freq_factor < high_freq_factor and a positive "
+        "original_max_position_embeddings");
 }
 
 Llama::Llama(const LlamaConfig& cfg, Device& device, const LlamaOptions& options)

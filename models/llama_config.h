@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "core/rope_frequencies.h"
+
 namespace h2::models {
 
 struct LlamaConfig {
@@ -18,6 +20,7 @@ struct LlamaConfig {
   int64_t ffn_dim = 344;     // F
   int64_t seq_len = 128;     // maximum T
   float rope_theta = 10000;
+  RopeScaling rope_scaling;  // Llama 3 frequency scaling; factor 0: plain RoPE
   float norm_eps = 1e-5f;
   bool tie_embeddings = false;
 

@@ -20,9 +20,13 @@ std::string resolve_checkpoint_dir(const std::string& checkpoint_or_run_dir) {
            checkpoint_or_run_dir);
 }
 
-config::ModelConfig checkpoint_model_config(const std::string& checkpoint_dir) {
+config::TrainConfig checkpoint_config(const std::string& checkpoint_dir) {
   checkpoint::TrainerState state = checkpoint::read_trainer_state(checkpoint_dir);
-  return config::parse_yaml(state.config_yaml, checkpoint_dir + "/trainer.json").model;
+  return config::parse_yaml(state.config_yaml, checkpoint_dir + "/trainer.json");
+}
+
+config::ModelConfig checkpoint_model_config(const std::string& checkpoint_dir) {
+  return checkpoint_config(checkpoint_dir).model;
 }
 
 std::unique_ptr<models::Llama> build_llama(const config::ModelConfig& config,

@@ -24,7 +24,8 @@ struct LoadedModel {
 // newest checkpoint inside it; ConfigError when it is neither.
 std::string resolve_checkpoint_dir(const std::string& checkpoint_or_run_dir);
 
-// The model config stored with a checkpoint (its trainer.json's effective config).
+// The config stored with a checkpoint (its trainer.json's effective config), and its model.
+config::TrainConfig checkpoint_config(const std::string& checkpoint_dir);
 config::ModelConfig checkpoint_model_config(const std::string& checkpoint_dir);
 
 // A Llama of `config` in `dtype` on `device` holding `weights` (FP32 or any float dtype, under

@@ -41,6 +41,10 @@ models::LlamaConfig llama_config(const config::ModelConfig& m) {
           .ffn_dim = m.ffn_dim,
           .seq_len = m.seq_len,
           .rope_theta = float(m.rope_theta),
+          .rope_scaling = {.factor = m.rope_scaling_factor,
+                           .low_freq_factor = m.rope_low_freq_factor,
+                           .high_freq_factor = m.rope_high_freq_factor,
+                           .original_max_positions = double(m.rope_original_max_positions)},
           .norm_eps = float(m.norm_eps),
           .tie_embeddings = m.tie_embeddings};
 }

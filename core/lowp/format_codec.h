@@ -11,11 +11,7 @@
 #include <bit>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define H2_HOST_DEVICE __host__ __device__
-#else
-#define H2_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace h2::lowp::codec {
 

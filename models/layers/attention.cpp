@@ -13,6 +13,7 @@ Attention::Attention(const std::string& prefix, const LlamaConfig& cfg, uint64_t
       Hkv_(cfg.n_kv_heads),
       D_(cfg.head_dim()),
       theta_(cfg.rope_theta),
+      rope_scaling_(cfg.rope_scaling),
       norm_(prefix + "input_layernorm.weight", cfg.dim, cfg.norm_eps, dtype, device),
       wq_(make_param(prefix + "self_attn.q_proj.weight", {H_ * D_, cfg.dim}, Init::normal, 0.02f,
                      seed, dtype, device)),
@@ -34,8 +35,8 @@ Tensor Attention::forward(const Tensor& x) {
   wq_.forward(q.view({N, H_ * D_}), h);
   wk_.forward(k.view({N, Hkv_ * D_}), h);
   wv_.forward(v.view({N, Hkv_ * D_}), h);
-  ops::rope_fwd({.out = q, .x = q, .theta = theta_});
-  ops::rope_fwd({.out = k, .x = k, .theta = theta_});
+  ops::rope_fwd({.out = q, .x = q, .theta = theta_, .scaling = rope_scaling_});
+  ops::rope_fwd({.out = k, .x = k, .theta = theta_, .scaling = rope_scaling_});
   Tensor att = Tensor::empty({B, T, H_, D_}, dt, dev);
   Tensor lse = Tensor::empty({B, H_, T}, DType::f32, dev);
   ops::attention_fwd({.out = att, .lse = lse, .q = q, .k = k, .v = v});
@@ -66,8 +67,8 @@ Tensor Attention::backward(const Tensor& dy) {
                       .v = v_,
                       .out = att_,
                       .lse = lse_});
-  ops::rope_bwd({.out = dq, .x = dq, .theta = theta_});
-  ops::rope_bwd({.out = dk, .x = dk, .theta = theta_});
+  ops::rope_bwd({.out = dq, .x = dq, .theta = theta_, .scaling = rope_scaling_});
+  ops::rope_bwd({.out = dk, .x = dk, .theta = theta_, .scaling = rope_scaling_});
   Tensor dh = Tensor::empty({N, C}, dt, dev);
   wq_.backward(dh, dq.view({N, H_ * D_}), h_);
   wk_.backward(dh, dk.view({N, Hkv_ * D_}), h_, /*accumulate_dx=*/true);

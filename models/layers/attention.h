@@ -32,6 +32,7 @@ class Attention {
  private:
   int64_t H_, Hkv_, D_;
   float theta_;
+  RopeScaling rope_scaling_;
   RmsNorm norm_;
   Linear wq_, wk_, wv_, wo_;
   Tensor h_, q_, k_, v_, att_, lse_;  // stash

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end check of the `h2` command line: train the tiny config briefly with --set overrides,
 # sample from the checkpoint, and check that a bad config exits 2 naming the key and the file
-# (without H2's source lines unless H2_LOG_LEVEL=debug); an unknown command is named; --version
+# (without H2's source lines unless H2_LOG_LEVEL=debug); generate takes ids; an export imports
+# with a config that trains as written; an unknown command is named; --version
 # names the commit and the build's features; --print-config and --dry-run do no training.
 # Usage: cli_test.sh H2_BINARY REPO_ROOT
 set -euo pipefail
@@ -20,6 +21,19 @@ grep -q '"event":"start"' metrics.jsonl || { echo "no start record in metrics.js
 
 sample=$("$h2" generate ckpt --prompt "The " --tokens 40 --seed 3)
 [[ ${#sample} -ge 40 ]] || { echo "generate printed too little: '$sample'"; exit 1; }
+# The prompt as ids (any vocabulary): "Th" is 84,104 in bytes.
+sample=$("$h2" generate ckpt --ids 84,104 --tokens 5 --temperature 0)
+[[ $sample == Th* && ${#sample} -eq 7 ]] || { echo "generate --ids printed '$sample'"; exit 1; }
+
+# export -> import --config-out: the written config trains as it is (from the imported weights).
+"$h2" export ckpt --out hf >/dev/null
+for file in config.json generation_config.json tokenizer.json tokenizer_config.json model.safetensors; do
+  [[ -f hf/$file ]] || { echo "export wrote no $file"; exit 1; }
+done
+"$h2" import hf --out imported --config-out imported.yaml >/dev/null
+"$h2" train imported.yaml --set train.steps=2 --set train.eval_every=0 >imported.log ||
+  { echo "the imported config did not train: $(tail -3 imported.log)"; exit 1; }
+grep -q "resumed from imported/step_000000" imported.log || { echo "did not start from the import"; exit 1; }
 
 set +e
 err=$("$h2" train "$root/configs/train/tiny.yaml" --set model.n_heads=3 2>&1 >/dev/null)

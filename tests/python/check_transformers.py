@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Loads `h2 export` folders with transformers.LlamaForCausalLM.from_pretrained (float32) and
-compares its logits with `h2 logits` (max abs difference < 1e-4). Not part of CI: it needs
-PyTorch and transformers, which Debian does not package. Run it by hand:
+compares its logits with `h2 logits` (max abs difference < 1e-4); a Llama-3-style folder (GQA,
+llama3 RoPE scaling, several end tokens) saved by transformers imports with logits within 1e-5
+of the logits' scale; an exported byte-level model runs in pipeline("text-generation") with
+AutoTokenizer and continues a prompt as `h2 generate` does (greedy). It needs PyTorch and
+transformers, which Debian does not package: CTest runs it as `check_transformers` when the build
+is configured with -DH2_TRANSFORMERS_PYTHON=PYTHON (a Python that has them), or by hand:
 
     python3 -m venv .venv-hf
-    .venv-hf/bin/pip install --index-url https://download.pytorch.org/whl/cpu torch
-    .venv-hf/bin/pip install transformers numpy safetensors
+    .venv-hf/bin/pip install torch transformers numpy safetensors
     .venv-hf/bin/python tests/python/check_transformers.py build/bin/h2 .
 
 For a small GQA model, tied and untied, it trains 2 steps with `h2 train` and exports; then, as
@@ -31,6 +34,7 @@ import hf_reference  # noqa: E402
 import llama_numpy  # noqa: E402
 
 TOLERANCE = 1e-4
+LLAMA3_TOLERANCE = 1e-5  # of the logits' scale: both sides compute in float32
 
 
 def transformers_logits(folder, ids):
@@ -90,7 +94,53 @@ def run_case(binary, root, work, tied):
     after = hf_reference.h2_logits(binary, d("saved_run"), ids, os.path.join(work, "after.npy"))
     hf_reference.check(np.array_equal(before, after),
                        f"{tag}: h2 import of transformers' save_pretrained gives the same logits")
+
+    # A Llama-3-style folder: GQA, llama3 RoPE scaling (short original context, so every band is
+    # used), several end tokens, as transformers itself saves it; imported, same logits.
+    llama3 = dict(config, bos_token_id=1, eos_token_id=[2, 3], max_position_embeddings=64)
+    llama3["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0, "original_max_position_embeddings": 8,
+                              "rope_theta": config["rope_theta"]}
+    llama3.pop("rope_parameters", None)
+    os.makedirs(d("llama3_src"))
+    llama_numpy.write_safetensors(os.path.join(d("llama3_src"), "model.safetensors"), big,
+                                  metadata={"format": "pt"})
+    with open(os.path.join(d("llama3_src"), "config.json"), "w") as f:
+        json.dump(llama3, f)
+    save_with_transformers(d("llama3_src"), d("llama3"))
+    h2(binary, "import", d("llama3"), "--out", d("llama3_run"))
+    ours = hf_reference.h2_logits(binary, d("llama3_run"), ids, os.path.join(work, "l3.npy"))
+    theirs = transformers_logits(d("llama3"), ids)
+    diff = np.abs(ours - theirs).max()
+    hf_reference.check(diff < LLAMA3_TOLERANCE * max(1.0, np.abs(theirs).max()),
+                       f"{tag}: Llama-3 folder (llama3 RoPE scaling), h2 logits vs transformers: "
+                       f"max |diff| {diff:.2e} (logits up to {np.abs(theirs).max():.1f})")
+    diffs.append(diff)
     return max(diffs)
+
+
+def check_text_generation(binary, root, work):
+    """A byte-level model trained by h2 and exported runs in pipeline("text-generation") as it
+    is: AutoTokenizer loads its tokenizer.json, the continuation equals h2 generate's (greedy)."""
+    h2 = hf_reference.h2
+    run, folder = os.path.join(work, "gen_run"), os.path.join(work, "gen_hf")
+    h2(binary, "train", os.path.join(root, "configs/train/tiny.yaml"), "--set", "train.steps=150",
+       "--set", "train.eval_every=0", "--set", f"checkpoint.dir={run}", "--set",
+       "log.metrics_file=")
+    h2(binary, "export", run, "--out", folder)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    prompt = "This License "
+    hf_reference.check(tokenizer(prompt)["input_ids"] == list(prompt.encode()),
+                       "AutoTokenizer of an exported byte-level model: one id per byte")
+    generate = transformers.pipeline("text-generation", model=folder, tokenizer=tokenizer,
+                                     dtype=torch.float32)
+    text = generate(prompt, max_new_tokens=24, do_sample=False)[0]["generated_text"]
+    ours = h2(binary, "generate", run, "--prompt", prompt, "--tokens", "24",
+              "--temperature", "0").stdout
+    hf_reference.check(text.startswith(prompt) and len(text) > len(prompt),
+                       f"pipeline('text-generation') continues the prompt: {text!r}")
+    hf_reference.check(ours.startswith(text),
+                       f"its greedy text equals h2 generate's: {text!r} vs {ours!r}")
 
 
 def main():
@@ -101,6 +151,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="h2_check_transformers_") as work:
         os.chdir(work)
         worst = max(run_case(binary, root, work, tied) for tied in (True, False))
+        check_text_generation(binary, root, work)
     if hf_reference.FAILURES:
         sys.exit(f"check_transformers: {len(hf_reference.FAILURES)} check(s) failed")
     print(f"check_transformers: all checks passed; largest max |diff| {worst:.2e}")

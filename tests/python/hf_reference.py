@@ -130,6 +130,33 @@ def run_case(binary, root, work, tied):
     direct = h2_logits(binary, d("big"), ids, d("c.npy"))
     check(np.array_equal(direct, from_h2), f"{tag}: h2 logits of the HF folder = of the import")
 
+    # Llama 3: the same weights with llama3 RoPE scaling (a short original context, so every
+    # frequency band is used at these positions) and special tokens, imported and compared.
+    llama3 = dict(config, bos_token_id=1, eos_token_id=[2, 3], max_position_embeddings=64)
+    llama3["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
+    llama3.pop("rope_parameters", None)
+    os.makedirs(d("llama3"))
+    llama_numpy.write_safetensors(os.path.join(d("llama3"), "model.safetensors"), big)
+    with open(os.path.join(d("llama3"), "config.json"), "w") as f:
+        json.dump(llama3, f)
+    h2(binary, "import", d("llama3"), "--out", d("llama3_run"))
+    scaled = llama_numpy.forward(llama3, big, ids)
+    diff = np.abs(h2_logits(binary, d("llama3_run"), ids, d("l3.npy")) - scaled).max()
+    check(diff < 1e-5 * max(1.0, np.abs(scaled).max()),
+          f"{tag}: llama3 RoPE scaling, h2 logits vs NumPy: max |diff| {diff:.2e}")
+    plain = np.abs(scaled - reference).max()
+    check(plain > 1e-2, f"{tag}: llama3 scaling changes the logits (max |diff| {plain:.2e})")
+    h2(binary, "export", d("llama3_run"), "--out", d("llama3_hf"))
+    with open(os.path.join(d("llama3_hf"), "config.json")) as f:
+        back = json.load(f)
+    with open(os.path.join(d("llama3_hf"), "generation_config.json")) as f:
+        generation = json.load(f)
+    check(back["rope_parameters"]["rope_type"] == "llama3" and back["rope_parameters"]["factor"] == 8
+          and back["bos_token_id"] == 1 and back["eos_token_id"] == 2
+          and generation["eos_token_id"] == 2 and back["dtype"] == "float32",
+          f"{tag}: llama3 scaling and special tokens survive import -> export")
+
     # export -> import -> export is byte-identical: f32, and bf16 of an imported bf16 export.
     for dtype in ("f32", "bf16"):
         h2(binary, "export", d("big_run"), "--out", d(f"x_{dtype}"), "--dtype", dtype)
@@ -159,7 +186,9 @@ def run_case(binary, root, work, tied):
     err = h2(binary, "export", d("big_run"), "--out", d("sharded"), expect=2).stderr
     check("--force" in err, f"{tag}: export refuses a non-empty --out")
     h2(binary, "export", d("big_run"), "--out", d("sharded"), "--force")
-    check(sorted(os.listdir(d("sharded"))) == ["config.json", "model.safetensors"],
+    check(sorted(os.listdir(d("sharded"))) == ["config.json", "generation_config.json",
+                                               "model.safetensors", "tokenizer.json",
+                                               "tokenizer_config.json"],
           f"{tag}: --force replaces the earlier shards")
     h2(binary, "import", d("big"), "--out", d("big_run"), expect=2)
 

@@ -95,6 +95,18 @@ def _rotate(x, cos, sin, layout):
     return out
 
 
+def llama3_inv_freq(inv_freq, rope):
+    """Llama 3.1's frequency scaling (Meta's reference apply_scaling): high frequencies kept,
+    low ones divided by `factor`, a linear blend between them in 1 / wavelength."""
+    factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+    old_len = rope["original_max_position_embeddings"]
+    wavelen = 2 * np.pi / inv_freq
+    smooth = np.clip((old_len / wavelen - low) / (high - low), 0.0, 1.0)
+    blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    return np.where(wavelen < old_len / high, inv_freq,
+                    np.where(wavelen > old_len / low, inv_freq / factor, blended))
+
+
 def forward(config, w, ids, rotary="half"):
     """Logits (T, V) in float64 for one sequence of token ids."""
     C = config["hidden_size"]
@@ -102,10 +114,13 @@ def forward(config, w, ids, rotary="half"):
     Hkv = config.get("num_key_value_heads", H)
     D = config.get("head_dim") or C // H
     eps = config["rms_norm_eps"]
-    theta = config.get("rope_theta", 10000.0)
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    theta = config.get("rope_theta", rope.get("rope_theta", 10000.0))
     T = len(ids)
 
     inv_freq = theta ** (-np.arange(0, D, 2, dtype=np.float64) / D)
+    if rope.get("rope_type", "default") == "llama3":
+        inv_freq = llama3_inv_freq(inv_freq, rope)
     angles = np.arange(T, dtype=np.float64)[:, None] * inv_freq[None, :]
     cos = np.cos(np.concatenate([angles, angles], axis=-1))
     sin = np.sin(np.concatenate([angles, angles], axis=-1))

@@ -2,8 +2,11 @@
 // conversion, shard planning, writing and reading.
 #include "train/checkpoint/hf_format.h"
 
+#include "train/checkpoint/hf_tokenizer.h"
+
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +25,7 @@ namespace {
 constexpr const char* kConfigFile = "config.json";
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr const char* kGenerationConfigFile = "generation_config.json";
 
 std::string shard_name(size_t i, size_t n) {
   return fmt::format("model-{:05}-of-{:05}.safetensors", i + 1, n);
@@ -105,7 +109,10 @@ void remove_previous_export(const fs::path& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::string name = entry.path().filename().string();
     bool shard = name.starts_with("model-") && name.ends_with(".safetensors");
-    if (name == kConfigFile || name == kSingleFile || name == kIndexFile || shard)
+    const auto& tokenizer = hf_tokenizer_file_names();
+    if (name == kConfigFile || name == kSingleFile || name == kIndexFile || shard ||
+        name == kGenerationConfigFile ||
+        std::find(tokenizer.begin(), tokenizer.end(), name) != tokenizer.end())
       fs::remove(entry.path());
   }
 }
@@ -130,31 +137,72 @@ std::map<std::string, std::string> weight_files(const fs::path& dir) {
   return files;
 }
 
-// The rotary base: transformers 4 writes "rope_theta" (and "rope_scaling" for RoPE variants),
-// transformers 5 "rope_parameters": {"rope_type", "rope_theta", ...}. Only plain RoPE
-// (rope_type "default") is accepted; a base given twice must agree.
-double rope_theta(const nlohmann::json& j, const std::string& path) {
+// The rotary settings: transformers 4 writes "rope_theta" and "rope_scaling" (null, or a RoPE
+// variant), transformers 5 "rope_parameters": {"rope_type", "rope_theta", ...}. Plain RoPE
+// ("default") and Llama 3's scaling ("llama3") are accepted, into m.rope_*; values given twice
+// must agree.
+void read_rope(const nlohmann::json& j, const std::string& path, config::ModelConfig& m) {
   try {
-    double theta = j.value("rope_theta", 10000.0);
+    m.rope_theta = j.value("rope_theta", 10000.0);
+    bool theta_seen = j.contains("rope_theta");
     for (const char* key : {"rope_scaling", "rope_parameters"}) {
       if (!j.contains(key) || j[key].is_null()) continue;
       const nlohmann::json& rope = j[key];
-      std::string kind = rope.is_object() ? rope.value("rope_type", rope.value("type", "default"))
-                                          : std::string("?");
-      if (kind != "default")
-        H2_THROW(ConfigError, "{}: {} {} is not supported (h2 implements plain RoPE)", path, key,
-                 rope.dump());
+      const std::string kind = rope.is_object()
+                                   ? rope.value("rope_type", rope.value("type", "default"))
+                                   : std::string("?");
+      if (kind == "llama3") {
+        m.rope_scaling_factor = rope.at("factor").get<double>();
+        m.rope_low_freq_factor = rope.at("low_freq_factor").get<double>();
+        m.rope_high_freq_factor = rope.at("high_freq_factor").get<double>();
+        m.rope_original_max_positions = rope.at("original_max_position_embeddings").get<int64_t>();
+        if (!(m.rope_scaling_factor > 0 && m.rope_low_freq_factor > 0 &&
+              m.rope_high_freq_factor > m.rope_low_freq_factor &&
+              m.rope_original_max_positions > 0))
+          H2_THROW(ConfigError,
+                   "{}: {} {}: llama3 scaling needs factor > 0, 0 < low_freq_factor < "
+                   "high_freq_factor and original_max_position_embeddings > 0",
+                   path, key, rope.dump());
+      } else if (kind != "default") {
+        H2_THROW(ConfigError,
+                 "{}: {} {} is not supported (h2 implements plain RoPE and rope_type llama3)", path,
+                 key, rope.dump());
+      }
       if (!rope.contains("rope_theta")) continue;
-      double nested = rope["rope_theta"].get<double>();
-      if (j.contains("rope_theta") && nested != theta)
-        H2_THROW(ConfigError, "{}: rope_theta {} differs from {}.rope_theta {}", path, theta, key,
-                 nested);
-      theta = nested;
+      const double nested = rope["rope_theta"].get<double>();
+      if (theta_seen && nested != m.rope_theta)
+        H2_THROW(ConfigError, "{}: rope_theta {} differs from {}.rope_theta {}", path, m.rope_theta,
+                 key, nested);
+      m.rope_theta = nested;
+      theta_seen = true;
     }
-    return theta;
   } catch (const nlohmann::json::exception& e) {
     H2_THROW(ConfigError, "{}: malformed rotary settings: {}", path, e.what());
   }
+}
+
+// A special token id of config.json: absent or null -> -1; a list (Llama 3 instruct's several
+// end tokens) -> its first id.
+int64_t token_id(const nlohmann::json& j, const char* key, const std::string& path) {
+  if (!j.contains(key) || j[key].is_null()) return -1;
+  const nlohmann::json& value = j[key].is_array() && !j[key].empty() ? j[key][0] : j[key];
+  if (!value.is_number_integer() || value.get<int64_t>() < 0)
+    H2_THROW(ConfigError, "{}: \"{}\" is {}, not a token id", path, key, j[key].dump());
+  return value.get<int64_t>();
+}
+
+// The rotary settings as transformers 5 writes them.
+nlohmann::ordered_json rope_parameters(const config::ModelConfig& m) {
+  nlohmann::ordered_json rope;
+  rope["rope_type"] = m.rope_scaling_factor > 0 ? "llama3" : "default";
+  rope["rope_theta"] = m.rope_theta;
+  if (m.rope_scaling_factor > 0) {
+    rope["factor"] = m.rope_scaling_factor;
+    rope["low_freq_factor"] = m.rope_low_freq_factor;
+    rope["high_freq_factor"] = m.rope_high_freq_factor;
+    rope["original_max_position_embeddings"] = m.rope_original_max_positions;
+  }
+  return rope;
 }
 
 bool ignored_tensor(const std::string& name) {
@@ -184,6 +232,8 @@ std::vector<HfTensorSpec> hf_tensor_specs(const config::ModelConfig& m) {
 }
 
 std::string hf_config_json(const config::ModelConfig& m, DType dtype) {
+  // The fields transformers 5 writes (dtype, rope_parameters), with rope_theta and rope_scaling
+  // beside them for transformers 4 readers.
   nlohmann::ordered_json j;
   j["architectures"] = {"LlamaForCausalLM"};
   j["model_type"] = "llama";
@@ -195,15 +245,31 @@ std::string hf_config_json(const config::ModelConfig& m, DType dtype) {
   j["num_key_value_heads"] = m.n_kv_heads;
   j["head_dim"] = m.dim / m.n_heads;
   j["max_position_embeddings"] = m.seq_len;
+  j["rope_parameters"] = rope_parameters(m);
   j["rope_theta"] = m.rope_theta;
-  j["rope_scaling"] = nullptr;
+  j["rope_scaling"] = m.rope_scaling_factor > 0 ? nlohmann::ordered_json(rope_parameters(m))
+                                                : nlohmann::ordered_json(nullptr);
   j["rms_norm_eps"] = m.norm_eps;
   j["tie_word_embeddings"] = m.tie_embeddings;
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;
   j["attention_dropout"] = 0.0;
   j["mlp_bias"] = false;
-  j["torch_dtype"] = torch_dtype_name(dtype);
+  for (const auto& [key, id] : {std::pair{"bos_token_id", m.bos_token_id},
+                                {"eos_token_id", m.eos_token_id},
+                                {"pad_token_id", m.pad_token_id}})
+    j[key] = id >= 0 ? nlohmann::ordered_json(id) : nlohmann::ordered_json(nullptr);
+  j["dtype"] = torch_dtype_name(dtype);
+  return j.dump(2) + "\n";
+}
+
+std::string hf_generation_config_json(const config::ModelConfig& m) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [key, id] : {std::pair{"bos_token_id", m.bos_token_id},
+                                {"eos_token_id", m.eos_token_id},
+                                {"pad_token_id", m.pad_token_id}})
+    if (id >= 0) j[key] = id;
+  j["max_length"] = m.seq_len;
   return j.dump(2) + "\n";
 }
 
@@ -240,8 +306,11 @@ HfConfig parse_hf_config(const std::string& text, const std::string& path) {
   m.n_heads = get("num_attention_heads", int64_t(0), true);
   m.n_kv_heads = get("num_key_value_heads", m.n_heads, false);  // transformers' defaults below
   m.seq_len = get("max_position_embeddings", int64_t(2048), false);
-  m.rope_theta = rope_theta(j, path);
+  read_rope(j, path, m);
   m.norm_eps = get("rms_norm_eps", 1e-6, false);
+  m.bos_token_id = token_id(j, "bos_token_id", path);
+  m.eos_token_id = token_id(j, "eos_token_id", path);
+  m.pad_token_id = token_id(j, "pad_token_id", path);
   m.tie_embeddings = get("tie_word_embeddings", false, false);
   if (m.vocab_size < 1 || m.dim < 1 || m.ffn_dim < 1 || m.n_layers < 0 || m.n_heads < 1 ||
       m.n_kv_heads < 1 || m.seq_len < 1 || !(m.rope_theta > 0) || !(m.norm_eps > 0))
@@ -309,6 +378,15 @@ void write_hf_model(const std::string& dir, const config::ModelConfig& model,
     index["metadata"] = {{"total_size", total}};
     index["weight_map"] = weight_map;
     write_text(fs::path(dir) / kIndexFile, index.dump(2) + "\n");
+  }
+  write_text(fs::path(dir) / kGenerationConfigFile, hf_generation_config_json(model));
+  if (!options.tokenizer_dir.empty()) {
+    copy_tokenizer_files(options.tokenizer_dir, dir);
+    if (!fs::exists(fs::path(dir) / "tokenizer_config.json"))
+      write_text(fs::path(dir) / "tokenizer_config.json", tokenizer_config_json(model));
+  } else if (options.byte_level_tokenizer) {
+    write_text(fs::path(dir) / "tokenizer.json", byte_level_tokenizer_json());
+    write_text(fs::path(dir) / "tokenizer_config.json", tokenizer_config_json(model));
   }
   write_text(fs::path(dir) / kConfigFile, config_text);
 }

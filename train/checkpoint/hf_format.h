@@ -29,27 +29,35 @@ struct HfTensorSpec {
 // models::Llama::named_parameters(): embedding, each layer, final norm, untied head).
 std::vector<HfTensorSpec> hf_tensor_specs(const config::ModelConfig& model);
 
-// config.json for LlamaForCausalLM; dtype (f32 or bf16) is its torch_dtype.
+// config.json for LlamaForCausalLM as transformers 5 writes it (dtype, rope_parameters; rope_theta
+// and rope_scaling too, for transformers 4); dtype is f32 or bf16.
 std::string hf_config_json(const config::ModelConfig& model, DType dtype);
+
+// generation_config.json: the special tokens that are set and max_length (model.seq_len).
+std::string hf_generation_config_json(const config::ModelConfig& model);
 
 struct HfConfig {
   config::ModelConfig model;
   DType dtype = DType::f32;  // torch_dtype (f32 when absent)
 };
 // Parses config.json text; `path` names the file in errors. ConfigError for a model H2 cannot
-// represent (another model_type, biases, rope_scaling, another activation or head_dim).
+// represent (another model_type, biases, a RoPE variant other than llama3, another activation or
+// head_dim). Special token ids are kept (the first of a list).
 HfConfig parse_hf_config(const std::string& text, const std::string& path);
 
 struct HfWriteOptions {
   DType dtype = DType::f32;                        // f32 or bf16 (round to nearest, ties to even)
   int64_t max_shard_bytes = kDefaultHfShardBytes;  // shard when the weights exceed this
   std::string source = "Hugging Face export";      // names the tensors' origin in errors
+  std::string tokenizer_dir;          // tokenizer files to copy in (hf_tokenizer.h); else:
+  bool byte_level_tokenizer = false;  // write the byte-level tokenizer (token id = byte)
 };
 
-// Writes config.json and the weights into `dir` (created if needed), removing any config.json,
-// model*.safetensors and index left there by an earlier export. `tensors` holds FP32 weights
-// under their Hugging Face names: every tensor of hf_tensor_specs(model) with its shape (others
-// are an error). Tensors are assigned to shards whole, in Hugging Face order, as transformers does.
+// Writes config.json, generation_config.json, the tokenizer files `options` asks for and the
+// weights into `dir` (created if needed), removing any such files left by an earlier export.
+// `tensors` holds FP32 weights under their Hugging Face names: every tensor of
+// hf_tensor_specs(model) with its shape (others are an error). Tensors are assigned to shards
+// whole, in Hugging Face order, as transformers does.
 void write_hf_model(const std::string& dir, const config::ModelConfig& model,
                     const TensorMap& tensors, const HfWriteOptions& options = {});
 

@@ -35,8 +35,18 @@ struct ModelConfig {
   // sequence is model.seq_len tokens (there is no separate train.seq_len).
   int64_t seq_len = 128;
   double rope_theta = 10000.0;
+  // Llama 3 RoPE scaling (Hugging Face rope_type "llama3"); factor 0: plain RoPE.
+  double rope_scaling_factor = 0;
+  double rope_low_freq_factor = 1;
+  double rope_high_freq_factor = 4;
+  int64_t rope_original_max_positions = 8192;
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
+  // Special tokens (-1: none), carried to and from Hugging Face folders (config.json,
+  // generation_config.json) and used by h2 generate to stop at the end of a sequence.
+  int64_t bos_token_id = -1;
+  int64_t eos_token_id = -1;
+  int64_t pad_token_id = -1;
   bool operator==(const ModelConfig&) const = default;
 };
 

@@ -46,6 +46,16 @@ void check_model(const TrainConfig& c) {
   if (c.data.format == DataFormat::text && m.vocab_size < 256)
     H2_THROW(ConfigError, "{} is smaller than 256, the byte-level tokenizer's vocabulary ({})",
              show(c, "model.vocab_size", m.vocab_size), show(c, "data.format", "text"));
+  if (m.rope_scaling_factor > 0 && !(m.rope_high_freq_factor > m.rope_low_freq_factor))
+    H2_THROW(ConfigError, "{} must be above {} (Llama 3 RoPE scaling)",
+             show(c, "model.rope_high_freq_factor", m.rope_high_freq_factor),
+             show(c, "model.rope_low_freq_factor", m.rope_low_freq_factor));
+  for (const auto& [key, id] : {std::pair{"model.bos_token_id", m.bos_token_id},
+                                {"model.eos_token_id", m.eos_token_id},
+                                {"model.pad_token_id", m.pad_token_id}})
+    if (id >= m.vocab_size)
+      H2_THROW(ConfigError, "{} is outside the vocabulary ({})", show(c, key, id),
+               show(c, "model.vocab_size", m.vocab_size));
 }
 
 void check_train(const TrainConfig& c) {

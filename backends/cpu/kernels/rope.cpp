@@ -68,7 +68,7 @@ void rope(const RopeArgs& args, Stream& stream, const char* op, float sign) {
   ScratchBuffer<double> freq_buf(stream, size_t(half));
   double* freq = freq_buf.data();
   for (int64_t i = 0; i < half; ++i)
-    freq[i] = std::pow(double(args.theta), -2.0 * double(i) / double(dim));
+    freq[i] = rope_inv_freq(i, dim, double(args.theta), args.scaling);
   ScratchBuffer<float> cos_buf(stream, size_t(seq * half)), sin_buf(stream, size_t(seq * half));
   const float *cos_t = cos_buf.data(), *sin_t = sin_buf.data();
   rope_table(stream, freq, seq, half, args.position_offset, sign, cos_buf.data(), sin_buf.data());

@@ -110,14 +110,40 @@ TEST(HfFormat, ConfigJsonHasEveryLlamaField) {
   EXPECT_EQ(j["rope_theta"].get<double>(), 500000.0);
   EXPECT_EQ(j["rms_norm_eps"].get<double>(), 1e-6);
   EXPECT_EQ(j["tie_word_embeddings"], false);
-  EXPECT_EQ(j["torch_dtype"], "bfloat16");
+  EXPECT_EQ(j["dtype"], "bfloat16");  // transformers 5's name (torch_dtype before)
+  EXPECT_EQ(j["rope_parameters"]["rope_type"], "default");
+  EXPECT_EQ(j["rope_parameters"]["rope_theta"].get<double>(), 500000.0);
+  EXPECT_TRUE(j["rope_scaling"].is_null());
+  EXPECT_TRUE(j["bos_token_id"].is_null());
   EXPECT_EQ(j["hidden_act"], "silu");
   EXPECT_EQ(j["attention_bias"], false);
   EXPECT_EQ(j["mlp_bias"], false);
-  EXPECT_EQ(nlohmann::json::parse(hf_config_json(m, DType::f32))["torch_dtype"], "float32");
+  EXPECT_EQ(nlohmann::json::parse(hf_config_json(m, DType::f32))["dtype"], "float32");
 
   HfConfig back = parse_hf_config(hf_config_json(m, DType::bf16), "config.json");
   EXPECT_EQ(back.model, m);
+
+  // Llama 3: its RoPE scaling and special tokens survive the round trip.
+  m.rope_scaling_factor = 8;
+  m.rope_low_freq_factor = 1;
+  m.rope_high_freq_factor = 4;
+  m.rope_original_max_positions = 8192;
+  m.bos_token_id = 1;
+  m.eos_token_id = 2;
+  j = nlohmann::json::parse(hf_config_json(m, DType::f32));
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    EXPECT_EQ(j[key]["rope_type"], "llama3") << key;
+    EXPECT_EQ(j[key]["factor"].get<double>(), 8) << key;
+    EXPECT_EQ(j[key]["original_max_position_embeddings"], 8192) << key;
+  }
+  EXPECT_EQ(j["eos_token_id"], 2);
+  EXPECT_EQ(parse_hf_config(j.dump(), "config.json").model, m);
+  j["eos_token_id"] = {2, 7};  // Llama 3 instruct lists several end tokens: the first is kept
+  EXPECT_EQ(parse_hf_config(j.dump(), "config.json").model.eos_token_id, 2);
+  const nlohmann::json generation = nlohmann::json::parse(hf_generation_config_json(m));
+  EXPECT_EQ(generation["bos_token_id"], 1);
+  EXPECT_EQ(generation["eos_token_id"], 2);
+  EXPECT_FALSE(generation.contains("pad_token_id"));
   EXPECT_EQ(back.dtype, DType::bf16);
 }
 
@@ -135,9 +161,25 @@ TEST(HfFormat, RejectsConfigsH2CannotRepresent) {
                       {"dir/config.json", "mistral"});
   expect_config_error(
       [&] {
+        parse(with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4}}));
+      },
+      {"dir/config.json", "rope_scaling", "yarn", "llama3"});
+  expect_config_error(
+      [&] {
         parse(with("rope_scaling", {{"rope_type", "llama3"}}));
       },
-      {"dir/config.json", "rope_scaling"});
+      {"dir/config.json", "malformed rotary settings", "factor"});
+  expect_config_error(
+      [&] {
+        parse(with("rope_scaling", {{"rope_type", "llama3"},
+                                    {"factor", 8},
+                                    {"low_freq_factor", 4},
+                                    {"high_freq_factor", 1},
+                                    {"original_max_position_embeddings", 8192}}));
+      },
+      {"dir/config.json", "low_freq_factor < high_freq_factor"});
+  expect_config_error([&] { parse(with("eos_token_id", -2)); },
+                      {"dir/config.json", "eos_token_id", "not a token id"});
   expect_config_error(
       [&] {
         parse(with("rope_parameters", {{"rope_type", "yarn"}}));
@@ -162,7 +204,7 @@ TEST(HfFormat, ReadsTransformers5Configs) {
   nlohmann::json j = nlohmann::json::parse(hf_config_json(small_model(true), DType::f32));
   j.erase("rope_theta");
   j.erase("rope_scaling");
-  j.erase("torch_dtype");
+  j.erase("dtype");
   j["rope_parameters"] = {{"rope_theta", 500.0}, {"rope_type", "default"}};
   j["dtype"] = "bfloat16";
   HfConfig parsed = parse_hf_config(j.dump(), "config.json");
@@ -233,7 +275,8 @@ TEST(HfFormat, ShardsAtTheThresholdWithACompleteIndex) {
   write_hf_model(dir.file("hf"), m, weights);
   EXPECT_TRUE(fs::exists(hf / "model.safetensors"));
   EXPECT_FALSE(fs::exists(hf / "model.safetensors.index.json"));
-  EXPECT_EQ(std::distance(fs::directory_iterator(hf), fs::directory_iterator()), 2);
+  EXPECT_EQ(std::distance(fs::directory_iterator(hf), fs::directory_iterator()), 3)
+      << "config.json, generation_config.json, model.safetensors";
 }
 
 TEST(HfFormat, RoundTripIsBitIdentical) {

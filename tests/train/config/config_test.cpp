@@ -29,6 +29,13 @@ model:
   rope_theta: 500000.0
   norm_eps: 1.0e-6
   tie_embeddings: false
+  rope_scaling_factor: 8
+  rope_low_freq_factor: 1
+  rope_high_freq_factor: 4
+  rope_original_max_positions: 8192
+  bos_token_id: 1
+  eos_token_id: 2
+  pad_token_id: 0
 train:
   batch_size: 4
   grad_accum: 2
@@ -111,6 +118,13 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_DOUBLE_EQ(c.model.rope_theta, 500000.0);
   EXPECT_DOUBLE_EQ(c.model.norm_eps, 1e-6);
   EXPECT_FALSE(c.model.tie_embeddings);
+  EXPECT_EQ(c.model.rope_scaling_factor, 8);
+  EXPECT_EQ(c.model.rope_low_freq_factor, 1);
+  EXPECT_EQ(c.model.rope_high_freq_factor, 4);
+  EXPECT_EQ(c.model.rope_original_max_positions, 8192);
+  EXPECT_EQ(c.model.bos_token_id, 1);
+  EXPECT_EQ(c.model.eos_token_id, 2);
+  EXPECT_EQ(c.model.pad_token_id, 0);
   EXPECT_EQ(c.train.batch_size, 4);
   EXPECT_EQ(c.train.grad_accum, 2);
   EXPECT_EQ(c.train.steps, 500);
