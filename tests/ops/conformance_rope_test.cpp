@@ -15,15 +15,18 @@ struct RopeCase {
   int64_t B, T, H, D;
   int64_t offset = 0;
   float theta = 10000;
+  RopeScaling scaling;  // Llama 3 frequency scaling when factor > 0
 };
 
 std::string describe(const RopeCase& c) {
-  return fmt::format("(B={}, T={}, H={}, D={}) offset={} theta={}", c.B, c.T, c.H, c.D, c.offset,
-                     c.theta);
+  return fmt::format("(B={}, T={}, H={}, D={}) offset={} theta={}{}", c.B, c.T, c.H, c.D, c.offset,
+                     c.theta,
+                     c.scaling.enabled() ? fmt::format(" llama3 x{}", c.scaling.factor) : "");
 }
 
 void run_rope(Op op, const Tensor& out, const Tensor& x, const RopeCase& c) {
-  RopeArgs args{.out = out, .x = x, .theta = c.theta, .position_offset = c.offset};
+  RopeArgs args{
+      .out = out, .x = x, .theta = c.theta, .position_offset = c.offset, .scaling = c.scaling};
   if (op == Op::rope_fwd)
     ops::rope_fwd(args);
   else
@@ -46,7 +49,12 @@ void check_rope(OpConformance& t, Op op, const RopeCase& c, bool fused = false) 
   run_rope(op, out, tx, c);
   int direction = op == Op::rope_fwd ? 1 : -1;
   t.expect_close(fmt::format("out {}{}", describe(c), fused ? " fused qkv" : ""), out,
-                 ref::rope(to_double(x), c.B, c.T, c.H, c.D, c.theta, c.offset, direction));
+                 ref::rope(to_double(x), c.B, c.T, c.H, c.D, c.theta, c.offset, direction,
+                           c.scaling.enabled()
+                               ? ref::llama3_inv_freq(
+                                     c.D, c.theta, c.scaling.factor, c.scaling.low_freq_factor,
+                                     c.scaling.high_freq_factor, c.scaling.original_max_positions)
+                               : ref::Vec{}));
 }
 
 const RopeCase kEdgeCases[] = {
@@ -54,6 +62,8 @@ const RopeCase kEdgeCases[] = {
     {2, 7, 3, 8},            // odd T and H
     {1, 5, 2, 6, 17, 5e5f},  // offset, Llama-3 theta, D/2 odd
     {2, 0, 2, 4},            // T == 0
+    // Llama 3.1's scaling with a short original context: D = 32 puts pairs in all three bands.
+    {1, 9, 2, 32, 40, 5e5f, RopeScaling{.factor = 8, .original_max_positions = 64}},
 };
 
 TEST_P(OpConformance, rope_fwd_shapes) {

@@ -91,21 +91,47 @@ RmsNormGrads rms_norm_bwd(const Vec& dout, const Vec& x, const Vec& weight, int6
 }
 
 Vec rope(const Vec& x, int64_t B, int64_t T, int64_t H, int64_t D, double theta, int64_t offset,
-         int direction) {
+         int direction, const Vec& inv_freq) {
   Vec out(x.size());
   int64_t half = D / 2;
+  Vec freq = inv_freq;
+  if (freq.empty())
+    for (int64_t i = 0; i < half; ++i) freq.push_back(std::pow(theta, -2.0 * double(i) / D));
+  if (freq.size() != size_t(half))
+    throw std::invalid_argument("ref::rope: inv_freq needs D/2 values");
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
       for (int64_t h = 0; h < H; ++h) {
         size_t base = size_t(((b * T + t) * H + h) * D);
         for (int64_t i = 0; i < half; ++i) {
-          double angle = direction * double(offset + t) * std::pow(theta, -2.0 * double(i) / D);
+          double angle = direction * double(offset + t) * freq[size_t(i)];
           double c = std::cos(angle), s = std::sin(angle);
           double x1 = x[base + i], x2 = x[base + i + half];
           out[base + i] = x1 * c - x2 * s;
           out[base + i + half] = x2 * c + x1 * s;
         }
       }
+  return out;
+}
+
+Vec llama3_inv_freq(int64_t D, double theta, double factor, double low_freq_factor,
+                    double high_freq_factor, double original_max_positions) {
+  Vec out;
+  for (int64_t i = 0; i < D / 2; ++i) {
+    const double freq = 1.0 / std::pow(theta, double(2 * i) / double(D));
+    const double wavelength = 2 * M_PI / freq;
+    const double low_wavelength = original_max_positions / low_freq_factor;
+    const double high_wavelength = original_max_positions / high_freq_factor;
+    if (wavelength < high_wavelength) {
+      out.push_back(freq);
+    } else if (wavelength > low_wavelength) {
+      out.push_back(freq / factor);
+    } else {
+      const double smooth = (original_max_positions / wavelength - low_freq_factor) /
+                            (high_freq_factor - low_freq_factor);
+      out.push_back((1 - smooth) * freq / factor + smooth * freq);
+    }
+  }
   return out;
 }
 

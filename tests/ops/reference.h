@@ -43,9 +43,15 @@ struct RmsNormGrads {
 };
 RmsNormGrads rms_norm_bwd(const Vec& dout, const Vec& x, const Vec& weight, int64_t C, double eps);
 
-// x (B, T, H, D) rotated by angle (offset + t) * theta^(-2i/D); direction -1 is rope_bwd.
+// x (B, T, H, D) rotated by angle (offset + t) * theta^(-2i/D), or by `inv_freq` (D/2 values)
+// when given; direction -1 is rope_bwd.
 Vec rope(const Vec& x, int64_t B, int64_t T, int64_t H, int64_t D, double theta, int64_t offset,
-         int direction);
+         int direction, const Vec& inv_freq = {});
+
+// Llama 3.1's scaled inverse frequencies (Meta's apply_scaling, written from its definition: high
+// frequencies kept, low ones divided by `factor`, blended linearly in 1/wavelength between).
+Vec llama3_inv_freq(int64_t D, double theta, double factor, double low_freq_factor,
+                    double high_freq_factor, double original_max_positions);
 
 // Causal GQA attention: q (B, T, H, D), k/v (B, T, Hkv, D); scale 0 means 1/sqrt(D).
 struct AttnDims {
