@@ -20,6 +20,8 @@ packages=(
   libspdlog-dev libfmt-dev   # leveled logging and formatting
   python3 python3-venv       # benchmark peers (PyTorch via pip, only in bench/)
   python3-numpy              # tests/python/hf_reference.py: the NumPy Llama reference
+  python3-matplotlib         # tools/plot_metrics.py, bench/scale_study.sh's figures
+  python3-pandas             # tests/cli/metrics_resume_test.sh: metrics as a dataframe
 )
 
 if [[ $(id -u) -ne 0 ]]; then
