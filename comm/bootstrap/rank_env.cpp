@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace h2::comm {
 namespace {
@@ -334,6 +335,13 @@ void fill_token(const EnvLookup& env, RankInfo& info) {
     info.token = *token;
   } else if (!info.job_id.empty()) {
     info.token = "job:" + info.job_id;  // not secret: see rank_env.h
+    if (info.size > 1 && info.rank == 0)
+      H2_LOG_WARN(
+          "H2_JOB_TOKEN is not set: the rendezvous store's token is derived from the {} job id "
+          "{}, which other users of these machines can read; export "
+          "H2_JOB_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n') before {} "
+          "(README, Slurm)",
+          info.launcher, info.job_id, info.launcher == "slurm" ? "srun" : "mpirun");
   } else if (info.size == 1) {
     info.token = random_token();
   } else {
