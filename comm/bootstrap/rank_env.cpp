@@ -323,6 +323,8 @@ void fill_store_addr(const EnvLookup& env, RankInfo& info) {
   }
 }
 
+}  // namespace
+
 std::string random_token() {
   std::random_device device;
   std::string token;
@@ -330,12 +332,15 @@ std::string random_token() {
   return token;
 }
 
+namespace {
+
 void fill_token(const EnvLookup& env, RankInfo& info) {
   if (std::optional<std::string> token = lookup(env, "H2_JOB_TOKEN")) {
     info.token = *token;
   } else if (!info.job_id.empty()) {
     info.token = "job:" + info.job_id;  // not secret: see rank_env.h
-    if (info.size > 1 && info.rank == 0)
+    info.token_from_job_id = true;
+    if (info.size > 1 && info.local_size < info.size && info.rank == 0)
       H2_LOG_WARN(
           "H2_JOB_TOKEN is not set: the rendezvous store's token is derived from the {} job id "
           "{}, which other users of these machines can read; export "

@@ -17,9 +17,10 @@ struct RankInfo {
   int node_rank = 0;
   std::string launcher = "none";  // "h2run", "openmpi", "pmix", "pmi", "slurm", "torchrun", "none"
   std::string store_host = "127.0.0.1";
-  int store_port = 0;  // 0: derived from the job id (one node only)
-  std::string job_id;  // the launcher's job id; "" when there is none
-  std::string token;   // per-job secret the store asks every client for
+  int store_port = 0;              // 0: derived from the job id (one node only)
+  std::string job_id;              // the launcher's job id; "" when there is none
+  std::string token;               // per-job secret the store asks every client for
+  bool token_from_job_id = false;  // derived, not secret: World::join replaces it on one node
 };
 
 // Returns the variable's value, or nullopt when unset. Tests pass a map; production getenv.
@@ -41,9 +42,13 @@ EnvLookup process_env();
 //   MASTER_PORT + 1 (torchrun's own TCPStore already listens on MASTER_PORT); else 127.0.0.1 and
 //   port 0 (the caller derives one with derived_store_port).
 // - Token: H2_JOB_TOKEN; else "job:<job id>", which is NOT secret (anyone who can read the job id
-//   can join the store); else, for a world of one, a random token. A larger world with neither is
-//   a ConfigError.
+//   can join the store): on one node World::join replaces it by a random one shared through a
+//   private file (comm/bootstrap/local_token.h), across nodes rank 0 warns; else, for a world of
+//   one, a random token. A larger world with neither is a ConfigError.
 RankInfo discover_rank(const EnvLookup& env);
+
+// 32 random hex digits from std::random_device.
+std::string random_token();
 
 // A port in [20000, 60000) from the FNV-1a hash of `job_id`, stable across processes, builds and
 // platforms: every rank of a one-node job started without a store address computes the same one.

@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "comm/bootstrap/local_token.h"
 #include "comm/bootstrap/store_client.h"
 #include "comm/bootstrap/store_server.h"
 #include "comm/comm_error.h"
@@ -147,12 +149,16 @@ std::unique_ptr<Communicator> loopback_communicator() {
                                             HostCommOptions::from_env());
 }
 
-std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
+std::unique_ptr<World> World::join(const RankInfo& launched, Device& device,
                                    const WorldOptions& options) {
+  RankInfo info = launched;
+  // A token derived from the job id is no secret: on one machine rank 0 makes a real one.
+  const bool local_secret = info.token_from_job_id && info.size > 1 &&
+                            info.local_size == info.size && info.launcher != "h2run";
+  if (local_secret && info.rank == 0) info.token = publish_local_token(info);
   if (options.transport != "auto" && options.transport != "ucx" && options.transport != "nccl")
     H2_THROW(ConfigError, "transport '{}' is not one of auto, ucx, nccl", options.transport);
   std::unique_ptr<World> world(new World());
-  world->info_ = info;
   const Millis timeout = comm_timeout();
   int port = info.store_port != 0 ? info.store_port : derived_store_port(info.job_id);
   if (info.size > 1 && info.store_port == 0 && info.job_id.empty())
@@ -166,7 +172,10 @@ std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
     world->server_ = std::make_unique<StoreServer>(info.store_host, port, info.token);
     port = world->server_->port();
   }
-  world->store_ = std::make_unique<StoreClient>(info.store_host, port, info.token, timeout);
+  world->store_ = local_secret && info.rank != 0
+                      ? connect_with_local_token(info, info.store_host, port, timeout)
+                      : std::make_unique<StoreClient>(info.store_host, port, info.token, timeout);
+  world->info_ = info;
 
   auto context = UcxContext::create({.eager = options.cluster != nullptr});
   TransportFactory factory = ucx_factory(context, info.store_host, port, info.token, timeout);
@@ -175,6 +184,8 @@ std::unique_ptr<World> World::join(const RankInfo& info, Device& device,
       spins_before_yield(info.local_size, node_cpu_count(*world->store_, info, timeout));
   std::unique_ptr<Transport> transport =
       UcxTransport::connect(context, *world->store_, "world", info.rank, info.size, timeout);
+  // Every rank has met every other through the store: nobody needs the token file any more.
+  if (local_secret && info.rank == 0) std::remove(local_token_path(info).c_str());
   if (options.cluster != nullptr) {
     if (options.cluster->size() != info.size)
       H2_THROW(ConfigError, "{}: the cluster has {} chips; the job has {} ranks (one per chip)",
