@@ -2,6 +2,7 @@
 #include "backends/cpu/caching_allocator.h"
 
 #include <cstdlib>
+#include <new>
 
 #include "core/error.h"
 #include "core/size_class.h"
@@ -67,11 +68,17 @@ void CachingHostAllocator::deallocate(void* ptr, size_t bytes) {
   std::lock_guard lock(mutex_);
   stats_.bytes_in_use -= int64_t(block);
   if (caching_) {
-    free_blocks_[block].push_back(ptr);
-  } else {
-    std::free(ptr);
-    stats_.bytes_reserved -= int64_t(block);
+    // Caching may need memory (a new list, a longer one); deallocate runs while stacks unwind
+    // from a failed allocation, where a second bad_alloc would end the process: give the block
+    // back to the system instead.
+    try {
+      free_blocks_[block].push_back(ptr);
+      return;
+    } catch (const std::bad_alloc&) {
+    }
   }
+  std::free(ptr);
+  stats_.bytes_reserved -= int64_t(block);
 }
 
 AllocatorStats CachingHostAllocator::stats() const {
