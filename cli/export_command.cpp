@@ -68,8 +68,7 @@ int run_export(const ExportOptions& o) {
   checkpoint::TensorMap tensors = checkpoint::read_model_tensors(dir);
   // The tokenizer: an imported model's own files (kept beside its checkpoints by h2 import), else
   // the byte-level one when the model was trained on bytes; else none (the ids are the data's).
-  const std::string imported =
-      checkpoint::run_tokenizer_dir(std::filesystem::path(dir).parent_path().string());
+  const std::string imported = checkpoint::kept_tokenizer_dir(dir);
   const bool has_imported = std::filesystem::exists(imported);
   const bool bytes = saved.data.format == config::DataFormat::text;
   checkpoint::write_hf_model(o.out, model, tensors,

@@ -29,8 +29,8 @@ namespace {
 struct GenerateOptions {
   std::string checkpoint;
   std::string prompt = "\n";
-  std::string ids;        // the prompt as token ids, "1,2,3"
-  std::string tokenizer;  // a tokenizer.json for other vocabularies
+  std::vector<int64_t> ids;  // the prompt as token ids (--ids 1,2,3)
+  std::string tokenizer;     // a tokenizer.json for other vocabularies
   int64_t tokens = 256;
   double temperature = 0.8;
   uint64_t seed = 0;
@@ -48,39 +48,12 @@ int32_t sample(const std::vector<float>& logits, double temperature, std::mt1993
   return pick(rng);
 }
 
-// "12, 7,9" as ids below `vocab`; ConfigError naming the bad item.
-std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
-  std::vector<int32_t> ids;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    size_t comma = text.find(',', begin);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string item = text.substr(begin, comma - begin);
-    begin = comma + 1;
-    size_t used = 0;
-    long long id = -1;
-    try {
-      id = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || item.find_first_not_of(" 0123456789", used) != std::string::npos || id < 0 ||
-        id >= vocab)
-      H2_THROW(ConfigError, "--ids: '{}' is not a token id in [0, {})", item, vocab);
-    ids.push_back(int32_t(id));
-  }
-  if (ids.empty()) H2_THROW(ConfigError, "--ids '{}' names no token", text);
-  return ids;
-}
-
 int run_generate(const GenerateOptions& o) {
   const std::string dir = train::resolve_checkpoint_dir(o.checkpoint);
   const config::ModelConfig m = train::checkpoint_model_config(dir);
   const bool bytes = m.vocab_size == data::ByteTokenizer::kVocabSize;
   std::string tokenizer_file = o.tokenizer;
-  const std::string imported =
-      checkpoint::run_tokenizer_dir(std::filesystem::path(dir).parent_path().string()) +
-      "/tokenizer.json";
+  const std::string imported = checkpoint::kept_tokenizer_dir(dir) + "/tokenizer.json";
   if (tokenizer_file.empty() && !bytes && std::filesystem::exists(imported))
     tokenizer_file = imported;
   const std::optional<checkpoint::TokenDecoder> decoder =
@@ -96,9 +69,12 @@ int run_generate(const GenerateOptions& o) {
   train::LoadedModel loaded = train::load_trained_model(dir, device, DType::f32);
   models::Llama& model = *loaded.model;
   data::ByteTokenizer byte_tokenizer;
-  std::vector<int32_t> context = !o.ids.empty()
-                                     ? parse_ids(o.ids, m.vocab_size)
-                                     : byte_tokenizer.encode(o.prompt.empty() ? "\n" : o.prompt);
+  for (int64_t id : o.ids)
+    if (id < 0 || id >= m.vocab_size)
+      H2_THROW(ConfigError, "--ids: token {} is outside the vocabulary [0, {}) of {}", id,
+               m.vocab_size, dir);
+  std::vector<int32_t> context(o.ids.begin(), o.ids.end());
+  if (context.empty()) context = byte_tokenizer.encode(o.prompt.empty() ? "\n" : o.prompt);
   // Text where it can be had: bytes, or a tokenizer's pieces; else the ids themselves.
   auto show = [&](int32_t id) {
     if (decoder) return decoder->decode(id);
@@ -133,7 +109,8 @@ Command make_generate_command(CLI::App& parent) {
   app->add_option("--prompt", options->prompt, "text the sample continues (byte-level models)")
       ->capture_default_str();
   app->add_option("--ids", options->ids,
-                  "the prompt as comma-separated token ids (any vocabulary), instead of --prompt");
+                  "the prompt as comma-separated token ids (any vocabulary), instead of --prompt")
+      ->delimiter(',');
   app->add_option("--tokenizer", options->tokenizer,
                   "tokenizer.json that turns the ids into text (default: the one h2 import kept "
                   "beside the checkpoints)")

@@ -112,6 +112,10 @@ std::string run_tokenizer_dir(const std::string& run_dir) {
   return (fs::path(run_dir) / "tokenizer").string();
 }
 
+std::string kept_tokenizer_dir(const std::string& checkpoint_dir) {
+  return run_tokenizer_dir(fs::path(checkpoint_dir).parent_path().string());
+}
+
 namespace {
 
 // Decodes one UTF-8 code point at `i` (advancing it); invalid bytes come back as themselves.

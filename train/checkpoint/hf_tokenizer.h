@@ -21,15 +21,17 @@ const std::vector<std::string>& hf_tokenizer_file_names();
 
 // tokenizer.json of the byte-level vocabulary (ids 0..255 are the bytes).
 std::string byte_level_tokenizer_json();
-// tokenizer_config.json for it (or for copied files without one): model_max_length = seq_len and
-// the special tokens of `model` that are set.
+// tokenizer_config.json for it (or for copied files without one): PreTrainedTokenizerFast,
+// model_max_length = seq_len.
 std::string tokenizer_config_json(const config::ModelConfig& model);
 
 // Copies the tokenizer files present in `from` into `to` (created if needed); returns how many.
 int copy_tokenizer_files(const std::string& from, const std::string& to);
 
-// The folder beside a run's checkpoints where `h2 import` keeps the source's tokenizer files.
+// The folder beside a run's checkpoints where `h2 import` keeps the source's tokenizer files, from
+// the run's folder (checkpoint.dir) or from one of its checkpoints (step_NNNNNN).
 std::string run_tokenizer_dir(const std::string& run_dir);
+std::string kept_tokenizer_dir(const std::string& checkpoint_dir);
 
 // Token ids back to bytes with a tokenizer.json's vocabulary (model.vocab and added_tokens):
 // byte-level vocabularies (GPT-2, Llama 3: a ByteLevel decoder) map each character of a token
