@@ -28,6 +28,7 @@ class Error : public std::runtime_error {
       : std::runtime_error(message), raised_at_(raised_at) {}
   // "core/ops.cpp:143": the raising line, relative to the source tree; empty when unknown.
   std::string where() const;
+  SourceLine raised_at() const { return raised_at_; }
 
  private:
   SourceLine raised_at_;

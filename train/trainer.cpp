@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 
+#include "comm/comm_error.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/tensor_host.h"
@@ -322,55 +323,60 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
       targets(inputs.size());
   auto run_start = Clock::now(), interval_start = run_start;
   int64_t interval_steps = 0, step = first_step;
-  for (; step < t.steps; ++step) {
-    const int switched = s.model->apply_precision(s.precision, step, t.steps);
-    if (switched > 0)
-      s.print(fmt::format("step {}: {} linear layers changed precision; now {}", step + 1, switched,
-                          recipe_summary(s.model->linears())));
-    s.engine->state().zero_grad();
-    const double loss = s.forward_backward(step, inputs, targets);
-    if (!std::isfinite(loss))
-      H2_THROW(Error, "step {}: loss is {} (diverged); lower train.lr or raise warmup_steps",
-               step + 1, loss);
-    const double norm = s.engine->state().grad_norm();
-    const double lr = s.schedule.at(step);
-    s.engine->state().step(lr, optim::clip_scale(norm, t.grad_clip));
-    ++interval_steps;
-    summary.final_loss = loss;
-    if (stop_requested) summary.stopped_by = s.agreed_stop(stop_requested());
+  try {
+    for (; step < t.steps; ++step) {
+      const int switched = s.model->apply_precision(s.precision, step, t.steps);
+      if (switched > 0)
+        s.print(fmt::format("step {}: {} linear layers changed precision; now {}", step + 1,
+                            switched, recipe_summary(s.model->linears())));
+      s.engine->state().zero_grad();
+      const double loss = s.forward_backward(step, inputs, targets);
+      if (!std::isfinite(loss))
+        H2_THROW(Error, "step {}: loss is {} (diverged); lower train.lr or raise warmup_steps",
+                 step + 1, loss);
+      const double norm = s.engine->state().grad_norm();
+      const double lr = s.schedule.at(step);
+      s.engine->state().step(lr, optim::clip_scale(norm, t.grad_clip));
+      ++interval_steps;
+      summary.final_loss = loss;
+      if (stop_requested) summary.stopped_by = s.agreed_stop(stop_requested());
 
-    const bool last = step + 1 == t.steps || summary.stopped_by != 0;
-    const bool evaluate_now =
-        t.eval_every > 0 && summary.stopped_by == 0 && ((step + 1) % t.eval_every == 0 || last);
-    if ((step + 1) % s.config.log.every == 0 || last || evaluate_now) {
-      s.device.default_stream().synchronize();
-      const auto now = Clock::now();
-      const double seconds = std::chrono::duration<double>(now - interval_start).count();
-      StepMetrics m = s.step_metrics(step, loss, lr, norm, seconds, interval_steps);
-      if (evaluate_now) {
-        m.eval_loss = evaluate();
-        summary.final_eval_loss = *m.eval_loss;
+      const bool last = step + 1 == t.steps || summary.stopped_by != 0;
+      const bool evaluate_now =
+          t.eval_every > 0 && summary.stopped_by == 0 && ((step + 1) % t.eval_every == 0 || last);
+      if ((step + 1) % s.config.log.every == 0 || last || evaluate_now) {
+        s.device.default_stream().synchronize();
+        const auto now = Clock::now();
+        const double seconds = std::chrono::duration<double>(now - interval_start).count();
+        StepMetrics m = s.step_metrics(step, loss, lr, norm, seconds, interval_steps);
+        if (evaluate_now) {
+          m.eval_loss = evaluate();
+          summary.final_eval_loss = *m.eval_loss;
+        }
+        const double elapsed = std::chrono::duration<double>(now - run_start).count();
+        const double eta = elapsed / double(step + 1 - first_step) * double(t.steps - step - 1);
+        s.print(progress_line(m, eta));
+        if (s.rank == 0) {
+          s.metrics.write_step(m);
+          if (m.eval_loss) s.metrics.write_event("eval", m.step, {{"eval_loss", *m.eval_loss}});
+        }
+        interval_start = Clock::now();  // evaluation time is not training time
+        interval_steps = 0;
       }
-      const double elapsed = std::chrono::duration<double>(now - run_start).count();
-      const double eta = elapsed / double(step + 1 - first_step) * double(t.steps - step - 1);
-      s.print(progress_line(m, eta));
-      if (s.rank == 0) {
-        s.metrics.write_step(m);
-        if (m.eval_loss) s.metrics.write_event("eval", m.step, {{"eval_loss", *m.eval_loss}});
+      const int64_t every = s.config.checkpoint.every;
+      if (checkpoints && (last || (every > 0 && (step + 1) % every == 0))) {
+        const std::string where = s.save(step + 1);
+        if (summary.stopped_by != 0) summary.checkpoint = where;
+        interval_start = Clock::now();
       }
-      interval_start = Clock::now();  // evaluation time is not training time
-      interval_steps = 0;
+      if (summary.stopped_by != 0) {
+        ++step;
+        break;
+      }
     }
-    const int64_t every = s.config.checkpoint.every;
-    if (checkpoints && (last || (every > 0 && (step + 1) % every == 0))) {
-      const std::string where = s.save(step + 1);
-      if (summary.stopped_by != 0) summary.checkpoint = where;
-      interval_start = Clock::now();
-    }
-    if (summary.stopped_by != 0) {
-      ++step;
-      break;
-    }
+  } catch (const comm::CommError& e) {
+    // The communication layer counts collectives, not steps: name the step the job was at.
+    throw comm::CommError(fmt::format("step {}: {}", step + 1, e.what()), e.raised_at());
   }
   if (!s.config.log.trace_file.empty()) {
     const std::string trace =

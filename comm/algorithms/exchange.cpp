@@ -4,15 +4,13 @@
 #include <fmt/format.h>
 #include <sched.h>
 
+#include "comm/algorithms/give_up.h"
 #include "comm/comm_error.h"
 
 namespace h2::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// Spins before a waiting rank starts yielding the core: ranks may outnumber cores.
-// How long a rank that timed out listens for the report of the peer it waited for.
-constexpr auto kReportGrace = std::chrono::milliseconds(1000);
 
 }  // namespace
 
@@ -24,7 +22,8 @@ Exchange::Exchange(Transport& transport, const Signature& signature, uint16_t se
       sequence_(sequence),
       timeout_(timeout),
       deadline_(Clock::now() + timeout),
-      spins_before_yield_(spins_before_yield) {}
+      spins_before_yield_(spins_before_yield),
+      blame_(transport) {}
 
 Exchange::~Exchange() {
   if (active_ > 0) transport_.cancel_all();
@@ -49,22 +48,13 @@ OpId Exchange::recv(int peer, int step, void* data, size_t bytes) {
 }
 
 std::string Exchange::describe(const InFlight& what) const {
-  return fmt::format("rank {} in {} (collective #{}, step {}, {} rank {})", rank(),
-                     signature_.str(), sequence_, what.step,
+  return fmt::format("rank {} in {} (collective #{}, round {} of its algorithm, {} rank {})",
+                     rank(), signature_.str(), sequence_, what.step,
                      what.recv ? "receiving from" : "sending to", what.peer);
 }
 
 void Exchange::fail(const std::string& message, int blamed) {
-  transport_.notify_abort(message, blamed);
-  if (blamed < 0) throw CommError(message);
-  // A timeout: the peer we waited for may be waiting on the real cause and say so right now.
-  const auto until = Clock::now() + kReportGrace;
-  while (Clock::now() < until) {
-    transport_.progress();
-    if (auto report = transport_.notice_from(blamed))
-      throw CommError(fmt::format("{}; rank {} reports: {}", message, blamed, *report));
-  }
-  throw CommError(message);
+  give_up(transport_, message, blamed);
 }
 
 void Exchange::check_arrival(const InFlight& what, const Completion& done) const {
@@ -109,13 +99,13 @@ void Exchange::wait(OpId op) {
       return;
     }
     if (auto failure = transport_.failure())
-      fail(fmt::format("{} failed: {}", describe(what), failure->reason));
-    if ((spins & 255) == 0 && Clock::now() > deadline_)
-      fail(fmt::format(
-               "{} timed out after {:.0f} s (H2_COMM_TIMEOUT): rank {} died, hangs or did not call "
-               "{}",
-               describe(what), timeout_.count() / 1000.0, what.peer,
-               collective_name(signature_.kind)),
+      fail(fmt::format("{} failed: {}", describe(what), explain_failure(transport_, *failure)));
+    if ((spins & 255) == 0 && (blame_.blamed() || Clock::now() > deadline_))
+      fail(fmt::format("{} {}: rank {} died, hangs or did not call {}", describe(what),
+                       blame_.blamed() ? "gave up (" + blame_.explain() + ")"
+                                       : fmt::format("timed out after {:.0f} s (H2_COMM_TIMEOUT)",
+                                                     timeout_.count() / 1000.0),
+                       what.peer, collective_name(signature_.kind)),
            what.peer);
     if (spins >= spins_before_yield_) sched_yield();
   }

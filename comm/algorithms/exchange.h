@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/algorithms/give_up.h"
 #include "comm/algorithms/tag.h"
 #include "comm/transports/transport.h"
 
@@ -54,6 +55,7 @@ class Exchange {
   Millis timeout_;
   std::chrono::steady_clock::time_point deadline_;
   uint64_t spins_before_yield_;
+  BlameWatch blame_;  // a peer gave up waiting for this rank while the collective ran
   std::vector<InFlight> in_flight_;  // indexed by OpId
   int active_ = 0;
 };

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "comm/algorithms/exchange.h"
+#include "comm/algorithms/give_up.h"
 #include "comm/algorithms/recursive_doubling.h"
 #include "comm/algorithms/reduce_kernels.h"
 #include "comm/algorithms/ring.h"
@@ -77,7 +78,8 @@ class HostRequest final : public Request {
       if (auto failure = transport_.failure(); failure && failure->rank == peer_) {
         done_ = true;
         transport_.cancel_all();
-        throw CommError(fmt::format("{} failed: {}", what(), failure->reason));
+        throw CommError(
+            fmt::format("{} failed: {}", what(), explain_failure(transport_, *failure)));
       }
       return false;
     }
@@ -92,16 +94,21 @@ class HostRequest final : public Request {
   void wait() override {
     // H2_COMM_TIMEOUT bounds the wait, counted from its 256th poll (a short wait reads no
     // clock). A request posted long before its wait (a prefetch) is not timed out for that.
+    // A peer that gives up waiting for this rank ends the wait at once (comm/algorithms/give_up.h).
     WaitDeadline deadline(timeout_);
+    const BlameWatch blame(transport_);
     for (uint64_t spins = 1; !test(); ++spins) {
-      if ((spins & 255) == 0 && deadline.passed()) {
+      if ((spins & 255) == 0 && (blame.blamed() || deadline.passed())) {
         done_ = true;
         transport_.cancel_all();
-        transport_.notify_abort(what() + " timed out", peer_);
-        throw CommError(fmt::format(
-            "{} timed out after {:.0f} s (H2_COMM_TIMEOUT): rank {} died, hangs or posted no "
-            "matching {}",
-            what(), timeout_.count() / 1000.0, peer_, recv_ ? "send" : "receive"));
+        give_up(
+            transport_,
+            fmt::format("{} {}: rank {} died, hangs or posted no matching {}", what(),
+                        blame.blamed() ? "gave up (" + blame.explain() + ")"
+                                       : fmt::format("timed out after {:.0f} s (H2_COMM_TIMEOUT)",
+                                                     timeout_.count() / 1000.0),
+                        peer_, recv_ ? "send" : "receive"),
+            peer_);
       }
       if (spins >= spins_before_yield_) sched_yield();
     }

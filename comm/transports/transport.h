@@ -29,6 +29,12 @@ struct PeerFailure {
   std::string reason;
 };
 
+// What a rank that gave up told the others: why, and the peer it was waiting for (-1: none).
+struct AbortNotice {
+  std::string reason;
+  int blamed = -1;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -57,7 +63,12 @@ class Transport {
   // report it. Returns within a fraction of a second.
   virtual void notify_abort(const std::string& reason, int blamed = -1) = 0;
   // The last abort notice received from `rank`, if any (blaming notices included).
-  virtual std::optional<std::string> notice_from(int rank) const = 0;
+  virtual std::optional<AbortNotice> notice_from(int rank) const = 0;
+  // How many abort notices blamed this rank (peers that gave up waiting for it), and the rank that
+  // sent the last one (-1: none). A rank blamed while it waits itself is not the cause: its wait
+  // gives up at once and names the peer it waits for (comm/give_up.h).
+  virtual uint64_t blame_count() const = 0;
+  virtual int last_blamer() const = 0;
   // Cancels every transfer in flight and waits (briefly) until none touches its buffer.
   virtual void cancel_all() = 0;
   // Shared memory among the group's ranks when they all run on this host and the bytes they

@@ -29,7 +29,9 @@ class LoopbackTransport final : public Transport {
   bool progress() override { return false; }
   std::optional<PeerFailure> failure() override { return std::nullopt; }
   void notify_abort(const std::string&, int) override {}
-  std::optional<std::string> notice_from(int) const override { return std::nullopt; }
+  std::optional<AbortNotice> notice_from(int) const override { return std::nullopt; }
+  uint64_t blame_count() const override { return 0; }
+  int last_blamer() const override { return -1; }
   void cancel_all() override;
 
  private:

@@ -60,9 +60,11 @@ class PacedTransport final : public Transport {
   void notify_abort(const std::string& reason, int blamed) override {
     inner_->notify_abort(reason, blamed);
   }
-  std::optional<std::string> notice_from(int rank) const override {
+  std::optional<AbortNotice> notice_from(int rank) const override {
     return inner_->notice_from(rank);
   }
+  uint64_t blame_count() const override { return inner_->blame_count(); }
+  int last_blamer() const override { return inner_->last_blamer(); }
   void cancel_all() override;
 
  private:

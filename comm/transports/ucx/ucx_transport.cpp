@@ -286,7 +286,7 @@ void UcxTransport::record_failure(int rank, std::string reason) {
   if (!failure_) failure_ = PeerFailure{rank, std::move(reason)};
 }
 
-std::optional<std::string> UcxTransport::notice_from(int rank) const {
+std::optional<AbortNotice> UcxTransport::notice_from(int rank) const {
   return rank >= 0 && rank < size_ ? notices_[rank] : std::nullopt;
 }
 
@@ -361,10 +361,18 @@ ucs_status_t UcxTransport::on_abort_message(void* arg, const void* header, size_
   int32_t fields[2] = {-1, -1};  // origin, blamed
   if (header_length == sizeof(fields)) std::memcpy(fields, header, sizeof(fields));
   const std::string text(static_cast<const char*>(data), length);
-  if (fields[0] >= 0 && fields[0] < self->size_) self->notices_[fields[0]] = text;
-  // A peer that timed out waiting for this rank is not the cause: this rank is waiting too.
-  if (fields[1] != self->rank_)
-    self->record_failure(fields[0], fmt::format("rank {} gave up: {}", fields[0], text));
+  if (fields[0] >= 0 && fields[0] < self->size_)
+    self->notices_[fields[0]] = AbortNotice{text, fields[1]};
+  // A peer that timed out waiting for this rank is not the cause: this rank is waiting too (its
+  // waits see blame_count() grow and give up, naming their own peer).
+  // The sender is alive and listening for reports a while: it is not marked unreachable.
+  if (fields[1] != self->rank_) {
+    if (!self->failure_)
+      self->failure_ = PeerFailure{fields[0], fmt::format("rank {} gave up: {}", fields[0], text)};
+  } else {
+    ++self->blame_count_;
+    self->last_blamer_ = fields[0];
+  }
   return UCS_OK;
 }
 

@@ -42,7 +42,9 @@ class UcxTransport final : public Transport {
   bool progress() override;
   std::optional<PeerFailure> failure() override;
   void notify_abort(const std::string& reason, int blamed) override;
-  std::optional<std::string> notice_from(int rank) const override;
+  std::optional<AbortNotice> notice_from(int rank) const override;
+  uint64_t blame_count() const override { return blame_count_; }
+  int last_blamer() const override { return last_blamer_; }
   void cancel_all() override;
   SharedSlots* shared_slots() override { return slots_.get(); }
 
@@ -90,7 +92,9 @@ class UcxTransport final : public Transport {
   std::vector<ucp_ep_h> endpoints_;
   std::vector<std::unique_ptr<PeerSlot>> peer_slots_;
   std::vector<bool> peer_failed_;
-  std::vector<std::optional<std::string>> notices_;  // last abort notice from each rank
+  std::vector<std::optional<AbortNotice>> notices_;  // last abort notice from each rank
+  uint64_t blame_count_ = 0;                         // notices that blamed this rank
+  int last_blamer_ = -1;
   std::vector<int> local_pids_;  // process id of each peer on this host, 0 for remote peers
   std::chrono::steady_clock::time_point next_probe_{};
   uint64_t failure_calls_ = 0;

@@ -77,6 +77,39 @@ TEST(MissingRank, TimesOutNamingTheRankThatNeverCame) {
       << describe(outcomes);
 }
 
+// A pipeline whose last stage hangs: rank r waits for rank r+1 and rank 3 is alive but sends
+// nothing. Rank 0 started waiting first, so it times out first, blaming rank 1; without the
+// blame chain its error (the first the launcher shows) named rank 1. Every error must name rank
+// 3 as the one that hangs, and the waiting ranks give up within about one timeout.
+TEST(HungRank, EveryRankOfAWaitingChainNamesTheHungOne) {
+  RunOptions options;
+  options.comm_timeout_s = 2;
+  const auto outcomes = run_ranks(
+      4,
+      [](RankContext& ctx) {
+        Tensor t = Tensor::zeros(Shape{1 << 16}, DType::f32, ctx.runtime.cpu());
+        if (ctx.rank() == 3) {
+          std::this_thread::sleep_for(std::chrono::seconds(7));  // hangs: sends nothing
+          return;
+        }
+        // Later stages start waiting later, as in a pipeline's backward pass.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300 * ctx.rank()));
+        ctx.comm().recv(t, ctx.rank() + 1, /*tag=*/5);
+      },
+      options);
+  for (int rank : {0, 1, 2}) {
+    const RankOutcome& o = outcomes[rank];
+    EXPECT_EQ(o.exit_code, 1) << describe(outcomes);
+    EXPECT_TRUE(contains(o.message, "rank 3 died, hangs or posted no matching send"))
+        << describe(outcomes);
+    EXPECT_LT(o.seconds, 2 + 0.3 * rank + 2.5) << describe(outcomes);
+  }
+  EXPECT_TRUE(contains(outcomes[0].message, "timed out after 2 s")) << describe(outcomes);
+  EXPECT_TRUE(contains(outcomes[0].message, "(0 -> 1 -> 2)")) << describe(outcomes);
+  EXPECT_TRUE(contains(outcomes[1].message, "rank 0 gave up waiting for rank 1"))
+      << describe(outcomes);
+}
+
 TEST(Mismatch, DifferentCountsDTypesAndCollectivesAreReported) {
   const auto outcomes = run_ranks(2, [](RankContext& ctx) {
     Device& cpu = ctx.runtime.cpu();
