@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -17,6 +18,19 @@ namespace h2::cli {
 inline void print_line(const std::string& line) {
   fmt::print("{}\n", line);
   std::fflush(stdout);
+}
+
+// A CLI11 check for a floating-point option: a finite number at least `min`. CLI11's own
+// NonNegativeNumber and Range let NaN through (every comparison with it is false).
+inline CLI::Validator finite_at_least(double min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || value < min)
+          return fmt::format("'{}' is not a finite number >= {}", text, min);
+        return "";
+      },
+      fmt::format("FINITE >= {}", min));
 }
 
 struct Command {

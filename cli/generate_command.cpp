@@ -120,7 +120,7 @@ Command make_generate_command(CLI::App& parent) {
       ->check(CLI::NonNegativeNumber);
   app->add_option("--temperature", options->temperature, "softmax temperature; 0 is greedy")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_at_least(0));
   app->add_option("--seed", options->seed, "sampling seed")->capture_default_str();
   app->add_option("--device", options->device, "cpu, vchip:N, vchip:NAME or cuda:N")
       ->capture_default_str();

@@ -117,7 +117,7 @@ Command make_train_command(CLI::App& parent) {
         train::TrainSummary summary =
             trainer.run([&stop_signals] { return stop_signals.received(); });
         if (summary.stopped_by != 0) return 128 + summary.stopped_by;
-        if (rank.rank != 0) return 0;
+        if (rank.rank != 0 || summary.steps == summary.first_step) return 0;
         fmt::print("done: {} steps, final loss {:.4f}{}, {:.0f} tok/s, peak memory {:.1f} MiB\n",
                    summary.steps, summary.final_loss,
                    summary.final_eval_loss >= 0

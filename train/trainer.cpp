@@ -17,6 +17,7 @@
 #include "parallel/exact_gather.h"
 #include "parallel/pipeline/trace_events.h"
 #include "parallel/runtime/plan_runtime.h"
+#include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint_state.h"
 #include "train/config/job_plan.h"
 #include "train/data/sampler.h"
@@ -57,6 +58,21 @@ double training_flops_per_token(const models::LlamaConfig& cfg, int64_t num_para
   return 6.0 * matmul_parameters + 6.0 * double(cfg.n_layers * cfg.seq_len * cfg.dim);
 }
 
+// Rank 0 checks every output before any work: the metrics and trace files can be written, and
+// the checkpoint folder is a writable folder that this run holds alone (tidied of crash debris).
+std::unique_ptr<checkpoint::CheckpointDir> open_outputs(
+    const config::TrainConfig& cfg, int rank,
+    const std::function<void(const std::string&)>& print) {
+  if (rank != 0) return nullptr;
+  if (!cfg.log.metrics_file.empty())
+    checkpoint::check_writable_file(cfg.log.metrics_file, cfg.origin_of("log.metrics_file"));
+  if (!cfg.log.trace_file.empty())
+    checkpoint::check_writable_file(cfg.log.trace_file, cfg.origin_of("log.trace_file"));
+  if (cfg.checkpoint.dir.empty()) return nullptr;
+  return std::make_unique<checkpoint::CheckpointDir>(cfg.checkpoint.dir,
+                                                     cfg.origin_of("checkpoint.dir"), print);
+}
+
 struct Trainer::State {
   const config::TrainConfig& config;
   Runtime& runtime;
@@ -65,6 +81,7 @@ struct Trainer::State {
   Device& device;
   const int rank;                                 // in the job; rank 0 prints and writes metrics
   std::function<void(const std::string&)> print;  // no-op on ranks other than 0
+  std::unique_ptr<checkpoint::CheckpointDir> outputs;  // rank 0, with checkpoint.dir: locked
   data::TokenDataset dataset;
   std::optional<data::TokenDataset> val_dataset;  // data.val_path, when set
   data::DataSplit split;
@@ -93,6 +110,7 @@ struct Trainer::State {
         device(rt.device(plan.devices.at(size_t(job_comm.rank())))),
         rank(job_comm.rank()),
         print(rank == 0 ? std::move(out) : [](const std::string&) {}),
+        outputs(open_outputs(cfg, rank, print)),
         dataset(data::TokenDataset::load(cfg.data.path, cfg.data.format)),
         val_dataset(cfg.data.val_path.empty()
                         ? std::nullopt
@@ -176,6 +194,11 @@ struct Trainer::State {
     auto latest = checkpoint::latest_checkpoint(config.checkpoint.dir);
     if (!latest) return 0;
     const checkpoint::TrainerState saved = checkpoint::read_trainer_state(*latest);
+    if (saved.step > config.train.steps)
+      H2_THROW(ConfigError,
+               "{} is at step {}, past train.steps {} ({}): raise train.steps to train on, or "
+               "give the run another checkpoint.dir",
+               *latest, saved.step, config.train.steps, config.origin_of("train.steps"));
     CheckpointStateReader reader(*latest);
     engine->state().load(reader, saved.step);
     base_step = saved.step;
@@ -301,6 +324,11 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
   TrainSummary summary;
   const bool checkpoints = !s.config.checkpoint.dir.empty();
   const int64_t first_step = State::resuming(s.config) ? s.resume() : 0;
+  summary.first_step = summary.steps = first_step;
+  if (first_step == t.steps) {  // a finished run started again (a requeued job): nothing to do
+    s.print(fmt::format("nothing to train: {} is at train.steps ({})", s.resumed_from, t.steps));
+    return summary;
+  }
   if (s.rank == 0) {
     s.metrics = MetricsLog(s.config.log.metrics_file, State::resuming(s.config));
     s.metrics.write_event("start", first_step,

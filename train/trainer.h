@@ -25,6 +25,7 @@ namespace h2::train {
 
 struct TrainSummary {
   int64_t steps = 0;
+  int64_t first_step = 0;       // where this run began: the resumed checkpoint's step, else 0
   double final_loss = 0;        // training loss of the last step
   double final_eval_loss = -1;  // -1 when evaluation is off
   double tokens_per_s = 0;      // over the whole run

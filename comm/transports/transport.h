@@ -66,7 +66,7 @@ class Transport {
   virtual std::optional<AbortNotice> notice_from(int rank) const = 0;
   // How many abort notices blamed this rank (peers that gave up waiting for it), and the rank that
   // sent the last one (-1: none). A rank blamed while it waits itself is not the cause: its wait
-  // gives up at once and names the peer it waits for (comm/give_up.h).
+  // gives up at once and names the peer it waits for (comm/algorithms/give_up.h).
   virtual uint64_t blame_count() const = 0;
   virtual int last_blamer() const = 0;
   // Cancels every transfer in flight and waits (briefly) until none touches its buffer.

@@ -14,9 +14,6 @@ namespace h2::checkpoint {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kManifest = "manifest.json";
-constexpr const char* kTrainerState = "trainer.json";
-
 std::string rank_file(int rank) {
   return fmt::format("rank_{:05}.safetensors", rank);
 }
@@ -43,8 +40,9 @@ std::vector<fs::path> checkpoints_in(const std::string& dir) {
   return found;
 }
 
-void write_text_durably(const fs::path& path, const std::string& text) {
-  write_file_durably(path.string(), [&](ByteSink& sink) { sink(text.data(), text.size()); });
+FileEntry write_text_durably(const fs::path& path, const std::string& text) {
+  return {text.size(), write_file_durably(path.string(),
+                                          [&](ByteSink& sink) { sink(text.data(), text.size()); })};
 }
 
 // What one rank wrote: its file's size and checksum and the pieces in it, for rank 0 to merge.
@@ -151,16 +149,22 @@ std::string save_checkpoint(comm::Communicator* group, const std::string& dir,
   barrier(group);
 
   if (rank == 0) {
-    const Manifest manifest = merge_sidecars(tmp, ranks, state.step);
+    Manifest manifest = merge_sidecars(tmp, ranks, state.step);
     for (int r = 0; r < ranks; ++r) fs::remove(tmp / rank_sidecar(r));
-    write_text_durably(tmp / kTrainerState, trainer_json(state));
+    manifest.trainer_state = write_text_durably(tmp / kTrainerState, trainer_json(state));
     write_text_durably(tmp / kManifest, manifest_to_json(manifest));  // the folder is complete
     fs::remove_all(final_dir);  // a checkpoint of the same step from an interrupted run
     fs::rename(tmp, final_dir);
     sync_directory(dir);
     if (keep_last > 0) {
       auto all = checkpoints_in(dir);
-      for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) fs::remove_all(all[i]);
+      // The manifest goes first: a kill in the middle leaves a folder no reader takes for a
+      // checkpoint (and the next run's CheckpointDir removes it).
+      for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) {
+        fs::remove(all[i] / kManifest);
+        sync_directory(all[i].string());
+        fs::remove_all(all[i]);
+      }
     }
   }
   barrier(group);
@@ -187,13 +191,39 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   const std::string path = (fs::path(checkpoint_dir) / kTrainerState).string();
   if (!fs::exists(path))
     H2_THROW(ConfigError, "cannot open '{}': not an h2 checkpoint folder", path);
+  const std::string text = read_file(path);
+  // A checkpoint's manifest carries trainer.json's size and checksum (folders written before it
+  // did, and folders made by h2 import, have no manifest entry for it).
+  std::optional<Manifest> manifest;
+  if (const fs::path manifest_path = fs::path(checkpoint_dir) / kManifest;
+      fs::exists(manifest_path))
+    manifest = manifest_from_json(read_file(manifest_path.string()), manifest_path.string());
+  if (manifest && manifest->trainer_state) {
+    const uint64_t got = checksum(std::as_bytes(std::span(text)));
+    if (text.size() != manifest->trainer_state->bytes || got != manifest->trainer_state->checksum)
+      H2_THROW(ConfigError,
+               "{}: corrupted ({} bytes, checksum {}; the manifest says {} bytes, checksum {}). "
+               "Remove the folder {} to resume from the checkpoint before it",
+               path, text.size(), checksum_hex(got), manifest->trainer_state->bytes,
+               checksum_hex(manifest->trainer_state->checksum), checkpoint_dir);
+  }
+  TrainerState state;
   try {
-    nlohmann::json j = nlohmann::json::parse(read_file(path));
-    return {j.at("step").get<int64_t>(), j.at("sampler_position").get<uint64_t>(),
-            j.at("config_yaml").get<std::string>(), j.value("world_size", 1)};
+    nlohmann::json j = nlohmann::json::parse(text);
+    const nlohmann::json& position = j.at("sampler_position");
+    if (!position.is_number_unsigned())
+      H2_THROW(ConfigError, "{}: sampler_position {} is not a count of micro-batches", path,
+               position.dump());
+    state = {j.at("step").get<int64_t>(), position.get<uint64_t>(),
+             j.at("config_yaml").get<std::string>(), j.value("world_size", 1)};
   } catch (const nlohmann::json::exception& e) {
     H2_THROW(ConfigError, "{}: malformed trainer state: {}", path, e.what());
   }
+  if (state.step < 0 || state.world_size < 1 || (manifest && state.step != manifest->step))
+    H2_THROW(ConfigError, "{}: step {} (world size {}) does not match the checkpoint{}", path,
+             state.step, state.world_size,
+             manifest ? fmt::format(" (its manifest says step {})", manifest->step) : "");
+  return state;
 }
 
 CheckpointReader::CheckpointReader(std::string checkpoint_dir) : dir_(std::move(checkpoint_dir)) {

@@ -34,6 +34,21 @@ DType manifest_dtype(const std::string& name, const std::string& where) {
   }
 }
 
+// A file of the folder: a plain name, never a path that could lead out of it.
+void check_plain_name(const std::string& name, const std::string& path) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\\') != std::string::npos || name.find('\0') != std::string::npos)
+    H2_THROW(ConfigError, "{}: file name '{}' is not a plain name inside the checkpoint folder",
+             path, name);
+}
+
+FileEntry file_entry(const nlohmann::json& f) {
+  const std::string hex = f.at("xxh3_64").get<std::string>();
+  if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw std::invalid_argument("xxh3_64 '" + hex + "' is not 16 hex digits");
+  return {f.at("bytes").get<uint64_t>(), std::stoull(hex, nullptr, 16)};
+}
+
 void read_section(const nlohmann::json& j, Manifest& m, Section section, const std::string& path) {
   for (const auto& [name, entry] : j.at(std::string(section_name(section))).items()) {
     const std::string where = fmt::format("{}: {} tensor '{}'", path, section_name(section), name);
@@ -85,6 +100,9 @@ std::string manifest_to_json(const Manifest& m) {
                       {"files", files},
                       {"model", section_json(m.model)},
                       {"optimizer", section_json(m.optimizer)}};
+  if (m.trainer_state)
+    j["trainer_state"] = {{"bytes", m.trainer_state->bytes},
+                          {"xxh3_64", checksum_hex(m.trainer_state->checksum)}};
   return j.dump(1) + "\n";
 }
 
@@ -99,10 +117,14 @@ Manifest manifest_from_json(const std::string& text, const std::string& path) {
     Manifest m;
     m.step = j.at("step").get<int64_t>();
     m.world_size = j.at("world_size").get<int>();
+    if (m.step < 0 || m.world_size < 1)
+      H2_THROW(ConfigError, "{}: step {} and world_size {} are not a checkpoint's", path, m.step,
+               m.world_size);
     for (const auto& [name, f] : j.at("files").items()) {
-      const std::string hex = f.at("xxh3_64").get<std::string>();
-      m.files[name] = {f.at("bytes").get<uint64_t>(), std::stoull(hex, nullptr, 16)};
+      check_plain_name(name, path);
+      m.files[name] = file_entry(f);
     }
+    if (j.contains("trainer_state")) m.trainer_state = file_entry(j.at("trainer_state"));
     read_section(j, m, Section::model, path);
     read_section(j, m, Section::optimizer, path);
     return m;

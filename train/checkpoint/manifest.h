@@ -1,12 +1,14 @@
 // The manifest of a checkpoint folder (manifest.json): every global tensor of the model and the
 // optimizer with its dtype and shape, the pieces it is split into (rows of dim 0, each in one
-// rank's file), and each file's size and XXH3-64 checksum. It is written last, by rank 0, so a
-// folder with a manifest is complete; readers assemble any rows of any tensor from it, whatever
-// the number of ranks that wrote it (resharding).
+// rank's file), and each file's size and XXH3-64 checksum, trainer.json's included. It is written
+// last, by rank 0, so a folder with a manifest is complete; readers assemble any rows of any
+// tensor from it, whatever the number of ranks that wrote it (resharding). Every file it names is
+// a plain name inside the folder.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,9 @@
 #include "core/shape.h"
 
 namespace h2::checkpoint {
+
+inline constexpr const char* kManifest = "manifest.json";
+inline constexpr const char* kTrainerState = "trainer.json";
 
 enum class Section { model, optimizer };
 std::string_view section_name(Section section);  // "model", "optimizer"
@@ -44,7 +49,8 @@ struct Manifest {
   int64_t step = 0;
   int world_size = 1;  // ranks that wrote the checkpoint
   std::map<std::string, TensorEntry> model, optimizer;
-  std::map<std::string, FileEntry> files;
+  std::map<std::string, FileEntry> files;  // the tensor files, by name
+  std::optional<FileEntry> trainer_state;  // trainer.json (absent in manifests before it was)
   std::map<std::string, TensorEntry>& tensors(Section s) {
     return s == Section::model ? model : optimizer;
   }

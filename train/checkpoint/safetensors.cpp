@@ -3,8 +3,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "train/checkpoint/durable_io.h"
@@ -13,6 +16,9 @@ namespace h2::checkpoint {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "safetensors is little-endian");
+
+// The reference implementation's limit on the JSON header (safetensors' MAX_HEADER_SIZE).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 const char* safetensors_dtype(DType dtype) {
   switch (dtype) {
@@ -71,9 +77,11 @@ uint64_t write_safetensors(const std::string& path, const TensorMap& tensors) {
 TensorMap decode_safetensors(std::span<const std::byte> file, const std::string& what) {
   uint64_t length = 0;
   if (file.size() >= 8) std::memcpy(&length, file.data(), 8);
-  if (file.size() < 8 || length > file.size() - 8)
-    H2_THROW(ConfigError, "{}: not a safetensors file (header length {}, file {} bytes)", what,
-             length, file.size());
+  if (file.size() < 8 || length > file.size() - 8 || length > kMaxHeaderBytes)
+    H2_THROW(ConfigError,
+             "{}: not a safetensors file (header length {}, file {} bytes; headers are at most "
+             "{} bytes)",
+             what, length, file.size(), kMaxHeaderBytes);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(reinterpret_cast<const char*>(file.data()) + 8,
@@ -81,8 +89,11 @@ TensorMap decode_safetensors(std::span<const std::byte> file, const std::string&
   } catch (const nlohmann::json::exception& e) {
     H2_THROW(ConfigError, "{}: safetensors header is not JSON: {}", what, e.what());
   }
+  if (!header.is_object())
+    H2_THROW(ConfigError, "{}: safetensors header is not a JSON object", what);
   const std::span<const std::byte> data = file.subspan(8 + length);
   TensorMap tensors;
+  std::vector<std::pair<uint64_t, uint64_t>> extents;  // [begin, end) of each tensor's bytes
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     StoredTensor t;
@@ -97,11 +108,27 @@ TensorMap decode_safetensors(std::span<const std::byte> file, const std::string&
                  dtype_name(t.dtype), t.shape.str());
       const auto bytes = data.subspan(offsets[0], want);
       t.bytes.assign(bytes.begin(), bytes.end());
+      extents.emplace_back(offsets[0], offsets[1]);
     } catch (const nlohmann::json::exception& e) {
       H2_THROW(ConfigError, "{}: tensor '{}' has a malformed entry: {}", what, name, e.what());
     }
     tensors.emplace(name, std::move(t));
   }
+  // The format's rule: the tensors tile the data exactly, without overlaps or holes (an overlap
+  // would alias two tensors' weights; a hole is bytes no tensor owns).
+  std::sort(extents.begin(), extents.end());
+  uint64_t covered = 0;
+  for (const auto& [begin, end] : extents) {
+    if (begin != covered)
+      H2_THROW(ConfigError,
+               "{}: tensor data_offsets {} at byte {} of the data (tensors must tile the data "
+               "without overlaps or holes)",
+               what, begin < covered ? "overlap" : "leave a hole", std::min(begin, covered));
+    covered = end;
+  }
+  if (covered != data.size())
+    H2_THROW(ConfigError, "{}: the tensors cover {} of the {} data bytes (a hole at the end)", what,
+             covered, data.size());
   return tensors;
 }
 

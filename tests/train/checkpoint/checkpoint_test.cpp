@@ -93,6 +93,66 @@ TEST(Manifest, RoundTripsAndRejectsGapsAndUnknownFiles) {
   }
 }
 
+// Every file a manifest names is opened inside the checkpoint folder: a name that is a path
+// (absolute, upward, or into a subfolder) would let a crafted manifest read any file.
+TEST(Manifest, FileNamesMustStayInsideTheFolder) {
+  for (const std::string name :
+       {"../../../../etc/passwd", "/etc/passwd", "sub/rank_00000.safetensors", "..", "."}) {
+    Manifest m;
+    m.files[name] = {10, 1};
+    m.model["w"] = {DType::f32, Shape{2}, {{name, "model/w", 0, 2}}};
+    try {
+      manifest_from_json(manifest_to_json(m), "dir/manifest.json");
+      ADD_FAILURE() << "accepted file name '" << name << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("not a plain name"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// trainer.json is checksummed in the manifest: a changed step or sampler position (a corrupt or
+// hand-edited file) is refused naming the file, and so is a step that the manifest contradicts
+// or a negative sampler position, even in a manifest written before the checksum existed.
+TEST(Checkpoint, TrainerStateIsChecksummedAndChecked) {
+  fs::path dir = fresh_dir("h2_checkpoint_trainer_state");
+  const std::string written =
+      save_checkpoint(dir.string(), {3, 9, "model: {}\n", 1}, {{"w", numbered(2, 2)}}, {}, 0);
+  const fs::path state = fs::path(written) / kTrainerState;
+  const std::string good = read_file(state.string());
+  auto rewrite = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    std::ofstream(state, std::ios::trunc) << text;
+  };
+  auto refused = [&](const std::string& says) {
+    try {
+      read_trainer_state(written);
+      ADD_FAILURE() << "accepted: " << read_file(state.string());
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(state.string()), std::string::npos) << e.what();
+    }
+  };
+  EXPECT_EQ(read_trainer_state(written).step, 3);
+  rewrite("\"step\": 3", "\"step\": 1000000000000");
+  refused("corrupted");
+  rewrite("\"sampler_position\": 9", "\"sampler_position\": 8");  // same length, other bytes
+  refused("corrupted");
+
+  // Without the manifest's checksum (an older checkpoint) the values themselves are checked.
+  const fs::path manifest_path = fs::path(written) / kManifest;
+  Manifest manifest = manifest_from_json(read_file(manifest_path.string()), "m");
+  ASSERT_TRUE(manifest.trainer_state.has_value());
+  manifest.trainer_state.reset();
+  std::ofstream(manifest_path, std::ios::trunc) << manifest_to_json(manifest);
+  rewrite("\"step\": 3", "\"step\": 1000000000000");
+  refused("its manifest says step 3");
+  rewrite("\"sampler_position\": 9", "\"sampler_position\": -1");
+  refused("sampler_position -1");
+  rewrite("\"step\": 3", "\"step\": 3");
+  EXPECT_EQ(read_trainer_state(written).sampler_position, 9u);
+}
+
 TEST(Checkpoint, WholeTensorsRoundTripAndOnlyCompleteFoldersCount) {
   fs::path dir = fresh_dir("h2_checkpoint_roundtrip");
   TensorMap model{{"w", numbered(6, 4)}, {"norm", numbered(1, 4, 0.5f)}};

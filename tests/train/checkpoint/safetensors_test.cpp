@@ -66,5 +66,64 @@ TEST(Safetensors, MalformedFilesNameTheFile) {
   std::filesystem::remove(path);
 }
 
+// Writes a safetensors file with `header` (JSON) and `data_bytes` bytes of data.
+std::string write_raw(const std::string& name, const nlohmann::json& header, size_t data_bytes) {
+  std::string path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream out(path, std::ios::binary);
+  const std::string text = header.dump();
+  const uint64_t length = text.size();
+  out.write(reinterpret_cast<const char*>(&length), 8);
+  out << text << std::string(data_bytes, '\x01');
+  return path;
+}
+
+nlohmann::json f32_entry(uint64_t begin, uint64_t end) {
+  return {{"dtype", "F32"}, {"shape", {(end - begin) / 4}}, {"data_offsets", {begin, end}}};
+}
+
+// The format forbids overlapping tensors (two names aliasing one set of bytes: silently wrong
+// weights) and bytes no tensor owns; the reference reader refuses both, and so must we.
+TEST(Safetensors, TensorsMustTileTheDataWithoutOverlapsOrHoles) {
+  const std::string tiled =
+      write_raw("h2_st_tiled.safetensors", {{"a", f32_entry(0, 8)}, {"b", f32_entry(8, 16)}}, 16);
+  EXPECT_EQ(read_safetensors(tiled).size(), 2u);
+  struct Case {
+    const char* name;
+    nlohmann::json header;
+    size_t data_bytes;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{"overlap", {{"a", f32_entry(0, 8)}, {"b", f32_entry(4, 12)}}, 12, "overlap"},
+           Case{"alias", {{"a", f32_entry(0, 8)}, {"b", f32_entry(0, 8)}}, 8, "overlap"},
+           Case{"hole", {{"a", f32_entry(0, 8)}, {"b", f32_entry(12, 20)}}, 20, "hole"},
+           Case{"late start", {{"a", f32_entry(4, 12)}}, 12, "hole"},
+           Case{
+               "tail", {{"a", f32_entry(0, 8)}, {"b", f32_entry(8, 16)}}, 24, "cover 16 of the 24"},
+       }) {
+    const std::string path = write_raw("h2_st_case.safetensors", c.header, c.data_bytes);
+    try {
+      read_safetensors(path);
+      ADD_FAILURE() << c.name << ": accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos)
+          << c.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A header length past the reference implementation's 100 MB cap is refused before any
+// allocation of that size, and a header that is JSON but not an object is named.
+TEST(Safetensors, OversizedOrNonObjectHeadersAreRefused) {
+  std::string huge(8, '\0');
+  const uint64_t length = 200'000'000;
+  std::memcpy(huge.data(), &length, 8);
+  huge.resize(8 + 64, ' ');
+  EXPECT_THROW(decode_safetensors(std::as_bytes(std::span(huge)), "huge"), ConfigError);
+  const std::string array = write_raw("h2_st_array.safetensors", nlohmann::json::array({1, 2}), 0);
+  EXPECT_THROW(read_safetensors(array), ConfigError);
+}
+
 }  // namespace
 }  // namespace h2::checkpoint
