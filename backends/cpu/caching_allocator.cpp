@@ -1,6 +1,8 @@
 // Size classes, free lists and capacity accounting (see caching_allocator.h).
 #include "backends/cpu/caching_allocator.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 
@@ -10,6 +12,19 @@
 namespace h2::cpu {
 namespace {
 constexpr size_t kAlignment = 64;
+// Host memory left to the rest of the process and the system when a request is refused.
+constexpr int64_t kHostReserve = int64_t(256) << 20;
+}  // namespace
+
+int64_t CachingHostAllocator::available_host_memory() {
+  std::FILE* meminfo = std::fopen("/proc/meminfo", "r");
+  if (meminfo == nullptr) return -1;
+  char line[256];
+  long long kib = -1;
+  while (std::fgets(line, sizeof(line), meminfo) != nullptr)
+    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  std::fclose(meminfo);
+  return kib < 0 ? -1 : int64_t(kib) * 1024;
 }
 
 CachingHostAllocator::CachingHostAllocator(std::string device_name, int64_t capacity_bytes,
@@ -51,6 +66,20 @@ void* CachingHostAllocator::allocate(size_t bytes) {
              "{} is out of memory: asked for {} bytes, {} of {} bytes free ({} in use)",
              device_name_, bytes, capacity_ - stats_.bytes_reserved, capacity_,
              stats_.bytes_in_use);
+  // The host's memory: MemAvailable is read again each time the reservations grow by an eighth
+  // of what was available at the last reading (at least 64 MiB), so its cost stays negligible.
+  if (capacity_ == 0 && stats_.bytes_reserved + int64_t(block) > next_host_check_) {
+    const int64_t available = available_host_memory();
+    if (available >= 0 && int64_t(block) > available - kHostReserve)
+      H2_THROW(OutOfMemoryError,
+               "{}: asked for {:.1f} MiB, but the host has only {:.1f} MiB available "
+               "(MemAvailable; {:.1f} MiB already reserved by this device): use a smaller model "
+               "or batch, or a machine with more memory",
+               device_name_, double(block) / (1 << 20), double(available) / (1 << 20),
+               double(stats_.bytes_reserved) / (1 << 20));
+    next_host_check_ = stats_.bytes_reserved + int64_t(block) +
+                       std::max<int64_t>(available / 8, int64_t(64) << 20);
+  }
   void* ptr = std::aligned_alloc(kAlignment, block);
   if (ptr == nullptr)
     H2_THROW(OutOfMemoryError, "{}: the system refused {} bytes ({} bytes reserved)", device_name_,

@@ -3,7 +3,10 @@
 // allocations (and takes no page faults) after its first step. Size classes waste at most 25%.
 // An optional capacity turns it into a device memory pool (virtual chips): reserved bytes never
 // exceed it, and a request that cannot fit even after releasing the cache throws
-// OutOfMemoryError naming the device, the request and the free bytes. Thread-safe.
+// OutOfMemoryError naming the device, the request and the free bytes. Without a capacity (the
+// host's own memory) it watches what the kernel can still give (MemAvailable) as its reservations
+// grow, and refuses a request that would not fit with an OutOfMemoryError rather than let the
+// kernel's OOM killer end the process without a word. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +35,10 @@ class CachingHostAllocator final : public Allocator {
   // The block size a request is served with.
   static size_t size_class(size_t bytes);
 
+  // What the kernel can still give this process (MemAvailable of /proc/meminfo), in bytes; -1
+  // where it cannot be read.
+  static int64_t available_host_memory();
+
  private:
   size_t block_size(size_t bytes) const;  // what a request of `bytes` reserves
   void release_cache_locked();
@@ -42,6 +49,7 @@ class CachingHostAllocator final : public Allocator {
   mutable std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_blocks_;  // by size class
   AllocatorStats stats_;
+  int64_t next_host_check_ = 0;  // reserved bytes past which MemAvailable is read again
 };
 
 }  // namespace h2::cpu

@@ -58,5 +58,24 @@ TEST(CachingAllocator, ImpossibleRequestIsOutOfMemory) {
   EXPECT_THROW(allocator.allocate(~size_t(0) - 5), OutOfMemoryError);
 }
 
+// The host's allocator refuses what the kernel cannot give (a model that outgrows RAM) with a
+// named error instead of being killed by the OOM killer; what fits is still served.
+TEST(CachingAllocator, HostMemoryBeyondWhatIsAvailableIsRefusedWithTheFigures) {
+  const int64_t available = CachingHostAllocator::available_host_memory();
+  ASSERT_GT(available, 0) << "/proc/meminfo has no MemAvailable";
+  CachingHostAllocator allocator("cpu:0", 0);
+  try {
+    allocator.allocate(size_t(available) + (size_t(1) << 30));
+    FAIL() << "a request past MemAvailable was accepted";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("MemAvailable"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cpu:0"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(allocator.stats().bytes_reserved, 0);
+  void* small = allocator.allocate(size_t(1) << 20);
+  EXPECT_NE(small, nullptr);
+  allocator.deallocate(small, size_t(1) << 20);
+}
+
 }  // namespace
 }  // namespace h2::cpu

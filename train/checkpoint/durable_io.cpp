@@ -106,4 +106,10 @@ std::string checksum_hex(uint64_t value) {
   return fmt::format("{:016x}", value);
 }
 
+void check_plain_file_name(const std::string& name, const std::string& where) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos)
+    H2_THROW(ConfigError, "{}: file name '{}' is not a plain name inside its folder", where, name);
+}
+
 }  // namespace h2::checkpoint

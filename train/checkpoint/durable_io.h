@@ -21,6 +21,11 @@ uint64_t write_file_durably(const std::string& path, const std::function<void(By
 // The whole file. ConfigError naming the path when it cannot be read.
 std::string read_file(const std::string& path);
 
+// A file name read from a manifest or an index, checked to name a file inside its folder: a
+// plain name (no '/', not "." or ".."), never a path that could lead out of it. ConfigError
+// naming `where` (the file it came from) otherwise.
+void check_plain_file_name(const std::string& name, const std::string& where);
+
 // Flushes a directory's entries (after creating, renaming or removing inside it).
 void sync_directory(const std::string& path);
 

@@ -2,6 +2,7 @@
 // conversion, shard planning, writing and reading.
 #include "train/checkpoint/hf_format.h"
 
+#include "train/checkpoint/durable_io.h"
 #include "train/checkpoint/hf_tokenizer.h"
 
 #include <fmt/format.h>
@@ -129,8 +130,10 @@ std::map<std::string, std::string> weight_files(const fs::path& dir) {
   }
   try {
     nlohmann::json j = nlohmann::json::parse(read_text(index));
-    for (const auto& [name, file] : j.at("weight_map").items())
+    for (const auto& [name, file] : j.at("weight_map").items()) {
       files[name] = file.get<std::string>();
+      check_plain_file_name(files[name], index.string());
+    }
   } catch (const nlohmann::json::exception& e) {
     H2_THROW(ConfigError, "{}: malformed index: {}", index.string(), e.what());
   }
@@ -287,6 +290,13 @@ HfConfig parse_hf_config(const std::string& text, const std::string& path) {
       if (required) H2_THROW(ConfigError, "{}: missing \"{}\"", path, key);
       return fallback;
     }
+    // nlohmann converts between number kinds silently (32.5 -> 32): sizes must be integers.
+    const bool right_kind = std::is_same_v<T, bool>       ? j[key].is_boolean()
+                            : std::is_integral_v<T>       ? j[key].is_number_integer()
+                            : std::is_floating_point_v<T> ? j[key].is_number()
+                                                          : true;
+    if (!right_kind)
+      H2_THROW(ConfigError, "{}: \"{}\" is {}, of the wrong type", path, key, j[key].dump());
     try {
       return j[key].get<T>();
     } catch (const nlohmann::json::exception&) {
@@ -417,6 +427,19 @@ HfModel read_hf_model(const std::string& dir_name) {
     auto it = files.find(name);
     return it == files.end() ? std::string() : it->second;
   };
+
+  // The layer count is checked against the tensors present before anything is built from it (a
+  // config claiming 1e9 layers would otherwise list 9e9 tensor names first; a layer has several
+  // tensors, so a count above the tensors present cannot be right, and below it the checks that
+  // follow name the missing tensor); every other size is checked against the tensors' shapes,
+  // which the files on disk bound.
+  size_t present = 0;
+  for (const auto& [file, tensors] : loaded) present += tensors.size();
+  if (uint64_t(out.config.model.n_layers) > present)
+    H2_THROW(ConfigError,
+             "{}: num_hidden_layers {} is more than the {} tensors the folder holds (a layer has "
+             "several)",
+             config_path.string(), out.config.model.n_layers, present);
 
   std::set<std::string> expected;
   for (const HfTensorSpec& spec : hf_tensor_specs(out.config.model)) {

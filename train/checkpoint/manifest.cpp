@@ -34,14 +34,6 @@ DType manifest_dtype(const std::string& name, const std::string& where) {
   }
 }
 
-// A file of the folder: a plain name, never a path that could lead out of it.
-void check_plain_name(const std::string& name, const std::string& path) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-      name.find('\\') != std::string::npos || name.find('\0') != std::string::npos)
-    H2_THROW(ConfigError, "{}: file name '{}' is not a plain name inside the checkpoint folder",
-             path, name);
-}
-
 FileEntry file_entry(const nlohmann::json& f) {
   const std::string hex = f.at("xxh3_64").get<std::string>();
   if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
@@ -121,7 +113,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& path) {
       H2_THROW(ConfigError, "{}: step {} and world_size {} are not a checkpoint's", path, m.step,
                m.world_size);
     for (const auto& [name, f] : j.at("files").items()) {
-      check_plain_name(name, path);
+      check_plain_file_name(name, path);
       m.files[name] = file_entry(f);
     }
     if (j.contains("trainer_state")) m.trainer_state = file_entry(j.at("trainer_state"));

@@ -197,6 +197,12 @@ TEST(HfFormat, RejectsConfigsH2CannotRepresent) {
   expect_config_error([&] { parse(with("hidden_act", "gelu")); }, {"gelu"});
   expect_config_error([&] { parse(with("num_key_value_heads", 3)); }, {"num_key_value_heads 3"});
   expect_config_error([&] { parse("{"); }, {"dir/config.json", "not JSON"});
+  // Sizes are integers: JSON's 32.5 or 1e9 must not be truncated into a size.
+  expect_config_error([&] { parse(with("hidden_size", 32.5)); },
+                      {"dir/config.json", "hidden_size", "32.5", "wrong type"});
+  expect_config_error([&] { parse(with("num_hidden_layers", 1e9)); },
+                      {"num_hidden_layers", "wrong type"});
+  expect_config_error([&] { parse(with("tie_word_embeddings", 1)); }, {"tie_word_embeddings"});
 }
 
 // transformers 5 writes the rotary base under rope_parameters and the dtype as "dtype".
@@ -400,6 +406,22 @@ TEST(HfFormat, MissingOrMisshapenTensorsNameTheFileAndTensor) {
                       {(sharded / file).string(), k_proj});
   fs::remove(sharded / file);
   expect_config_error([&] { read_hf_model(sharded.string()); }, {(sharded / file).string()});
+
+  // An index may only name files inside the folder.
+  nlohmann::json index = read_json(sharded / "model.safetensors.index.json");
+  index["weight_map"][k_proj] = "../../../../etc/passwd";
+  std::ofstream(sharded / "model.safetensors.index.json", std::ios::trunc) << index.dump();
+  expect_config_error([&] { read_hf_model(sharded.string()); },
+                      {"model.safetensors.index.json", "../../../../etc/passwd", "plain name"});
+
+  // A layer count far beyond the tensors present is refused before anything is built from it
+  // (it once allocated 5.7 GB of tensor names for 1e9 layers before failing).
+  write_hf_model(dir.file("layers"), m, weights);
+  nlohmann::json config = read_json(dir.path() / "layers/config.json");
+  config["num_hidden_layers"] = 1000000000;
+  std::ofstream(dir.path() / "layers/config.json", std::ios::trunc) << config.dump();
+  expect_config_error([&] { read_hf_model(dir.file("layers")); },
+                      {"config.json", "num_hidden_layers 1000000000", "tensors the folder holds"});
 
   // A folder without weights, and none at all.
   fs::create_directories(dir.path() / "empty");
