@@ -104,7 +104,8 @@ Command make_train_command(CLI::App& parent) {
         else
           alone = comm::loopback_communicator();
         train::StopSignals stop_signals;  // before the model is built: a stop then ends step 1
-        train::Trainer trainer(cfg, *runtime, print_line, world ? world->comm() : *alone);
+        train::Trainer trainer(cfg, *runtime, print_line, world ? world->comm() : *alone,
+                               options->dry_run);
         if (options->dry_run) {
           if (rank.rank == 0) {
             print_line(trainer.describe());

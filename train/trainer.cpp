@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <tuple>
 
 #include "comm/comm_error.h"
 #include "core/env.h"
@@ -61,9 +62,17 @@ double training_flops_per_token(const models::LlamaConfig& cfg, int64_t num_para
 // Rank 0 checks every output before any work: the metrics and trace files can be written, and
 // the checkpoint folder is a writable folder that this run holds alone (tidied of crash debris).
 std::unique_ptr<checkpoint::CheckpointDir> open_outputs(
-    const config::TrainConfig& cfg, int rank,
+    const config::TrainConfig& cfg, int rank, bool dry_run,
     const std::function<void(const std::string&)>& print) {
   if (rank != 0) return nullptr;
+  if (dry_run) {  // the same checks, creating nothing
+    for (const auto& [key, path, folder] :
+         {std::tuple{"log.metrics_file", cfg.log.metrics_file, false},
+          std::tuple{"log.trace_file", cfg.log.trace_file, false},
+          std::tuple{"checkpoint.dir", cfg.checkpoint.dir, true}})
+      if (!path.empty()) checkpoint::check_could_write(path, cfg.origin_of(key), folder);
+    return nullptr;
+  }
   if (!cfg.log.metrics_file.empty())
     checkpoint::check_writable_file(cfg.log.metrics_file, cfg.origin_of("log.metrics_file"));
   if (!cfg.log.trace_file.empty())
@@ -102,7 +111,7 @@ struct Trainer::State {
   std::string resumed_from;  // the checkpoint run() continued from; empty when it started afresh
 
   State(const config::TrainConfig& cfg, Runtime& rt, std::function<void(const std::string&)> out,
-        comm::Communicator& job_comm)
+        comm::Communicator& job_comm, bool dry_run)
       : config(cfg),
         runtime(rt),
         job(job_comm),
@@ -110,7 +119,7 @@ struct Trainer::State {
         device(rt.device(plan.devices.at(size_t(job_comm.rank())))),
         rank(job_comm.rank()),
         print(rank == 0 ? std::move(out) : [](const std::string&) {}),
-        outputs(open_outputs(cfg, rank, print)),
+        outputs(open_outputs(cfg, rank, dry_run, print)),
         dataset(data::TokenDataset::load(cfg.data.path, cfg.data.format)),
         val_dataset(cfg.data.val_path.empty()
                         ? std::nullopt
@@ -275,8 +284,9 @@ struct Trainer::State {
 };
 
 Trainer::Trainer(const config::TrainConfig& config, Runtime& runtime,
-                 std::function<void(const std::string&)> print, comm::Communicator& job)
-    : state_(std::make_unique<State>(config, runtime, std::move(print), job)) {}
+                 std::function<void(const std::string&)> print, comm::Communicator& job,
+                 bool dry_run)
+    : state_(std::make_unique<State>(config, runtime, std::move(print), job, dry_run)) {}
 
 Trainer::~Trainer() = default;
 

@@ -39,9 +39,13 @@ class Trainer {
   // Validates the config and its plan against `job` (every rank of the job calls it; a single
   // process passes a communicator of one rank, comm/world/world.h), loads the data and builds the
   // model and the runtime; throws ConfigError before any training work on bad input. `print`
-  // receives each progress line (stdout in `h2 train`; rank 0 only).
+  // receives each progress line (stdout in `h2 train`; rank 0 only). Rank 0 checks its outputs
+  // first (metrics and trace files writable, checkpoint.dir a writable folder that it locks for
+  // the trainer's lifetime, train/checkpoint/checkpoint_dir.h); a `dry_run` checks them without
+  // creating or locking anything, and must not run().
   Trainer(const config::TrainConfig& config, Runtime& runtime,
-          std::function<void(const std::string&)> print, comm::Communicator& job);
+          std::function<void(const std::string&)> print, comm::Communicator& job,
+          bool dry_run = false);
   ~Trainer();
   // Trains from the newest checkpoint (when resuming) to train.steps. `stop_requested`, polled
   // after every step on every rank (all or none must pass it), returns a stop signal or 0: when

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include "backends/vchip/builtin_chips.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace h2::vchip {
 namespace {
@@ -171,11 +172,7 @@ std::vector<ChipSpec> parse_chip_specs(const std::string& yaml_text, const std::
 }
 
 std::vector<ChipSpec> load_chip_specs(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) H2_THROW(ConfigError, "cannot open chip file '{}'", path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return parse_chip_specs(text.str(), path);
+  return parse_chip_specs(read_input_file(path, "chip file"), path);
 }
 
 std::vector<ChipSpec> builtin_chip_specs() {

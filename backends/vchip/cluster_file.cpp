@@ -11,6 +11,7 @@
 
 #include <fmt/ranges.h>
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace h2::vchip {
 namespace {
@@ -180,11 +181,7 @@ Cluster parse_cluster(const std::string& yaml_text, const std::string& source) {
 }
 
 Cluster load_cluster(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) H2_THROW(ConfigError, "cannot open cluster file '{}'", path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return parse_cluster(text.str(), path);
+  return parse_cluster(read_input_file(path, "cluster file"), path);
 }
 
 std::vector<ChipSpec> cluster_chips(const Cluster& cluster) {

@@ -131,4 +131,23 @@ void check_writable_file(const std::string& path, const std::string& origin) {
   if (!existed) fs::remove(path, error);
 }
 
+void check_could_write(const std::string& path, const std::string& origin, bool folder) {
+  std::error_code error;
+  fs::path existing = fs::absolute(path, error);
+  if (fs::exists(existing, error)) {
+    if (fs::is_directory(existing, error) != folder)
+      H2_THROW(ConfigError, "{}: '{}' {}", origin, path,
+               folder ? "exists and is not a folder" : "is a folder");
+  } else {
+    while (!existing.empty() && existing != existing.root_path() && !fs::exists(existing, error))
+      existing = existing.parent_path();
+    if (!fs::is_directory(existing, error))
+      H2_THROW(ConfigError, "{}: cannot create '{}': '{}' is not a folder", origin, path,
+               existing.string());
+  }
+  if (::access(existing.c_str(), W_OK) != 0)
+    H2_THROW(ConfigError, "{}: cannot write '{}': {}", origin, existing.string(),
+             std::strerror(errno));
+}
+
 }  // namespace h2::checkpoint

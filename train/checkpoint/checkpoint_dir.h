@@ -33,4 +33,8 @@ class CheckpointDir {
 // `origin` and the system's reason otherwise.
 void check_writable_file(const std::string& path, const std::string& origin);
 
+// The same checks touching nothing (a dry run): `path` (a folder when `folder`) exists as that
+// kind and is writable, or the nearest folder above it that exists is writable.
+void check_could_write(const std::string& path, const std::string& origin, bool folder);
+
 }  // namespace h2::checkpoint

@@ -2,6 +2,7 @@
 // conversion, shard planning, writing and reading.
 #include "train/checkpoint/hf_format.h"
 
+#include "core/input_file.h"
 #include "train/checkpoint/durable_io.h"
 #include "train/checkpoint/hf_tokenizer.h"
 
@@ -87,12 +88,9 @@ std::vector<std::vector<size_t>> plan_shards(const std::vector<int64_t>& sizes, 
   return shards;
 }
 
+// config.json or the index: small files, read whole after checks (core/input_file.h).
 std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) H2_THROW(ConfigError, "cannot open '{}'", path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return read_input_file(path.string(), "model file");
 }
 
 void write_text(const fs::path& path, const std::string& text) {

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 #include "core/error.h"
+#include "core/input_file.h"
 #include "train/config/keys.h"
 
 namespace h2::config {
@@ -123,11 +124,7 @@ void apply_override(TrainConfig& config, std::string_view assignment) {
 }
 
 TrainConfig load_config(const std::string& path, std::span<const std::string> overrides) {
-  std::ifstream in(path);
-  if (!in) H2_THROW(ConfigError, "cannot open config file '{}'", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  TrainConfig config = parse_yaml(text.str(), path);
+  TrainConfig config = parse_yaml(read_input_file(path, "config file"), path);
   for (const std::string& assignment : overrides) apply_override(config, assignment);
   validate(config);
   return config;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "train/config/keys.h"
 
 namespace h2::config {
@@ -78,13 +79,7 @@ PlanPrediction read_prediction(const YAML::Node& node, const std::string& path) 
 }  // namespace
 
 Plan load_plan(const std::string& path) {
-  if (!std::filesystem::exists(path))
-    H2_THROW(ConfigError, "parallel.plan = '{}': file not found", path);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) H2_THROW(ConfigError, "parallel.plan = '{}': cannot read it", path);
-  return parse_plan(text.str(), path);
+  return parse_plan(read_input_file(path, "parallel.plan"), path);
 }
 
 Plan parse_plan(const std::string& text, const std::string& path) {

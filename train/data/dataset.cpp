@@ -31,6 +31,12 @@ std::string read_text_file(const std::string& path) {
 
 // Reads one file of a data set.
 std::vector<int32_t> read_file(const std::string& path, DataFormat format, std::string_view where) {
+  // Data files are read whole: a device (/dev/zero), a pipe or a folder would read forever or
+  // make no sense.
+  std::error_code error;
+  if (std::filesystem::exists(path, error) && !std::filesystem::is_regular_file(path, error))
+    H2_THROW(ConfigError, "{}: '{}' is not a regular file (data files are read whole)", where,
+             path);
   switch (format) {
     case DataFormat::bin:
       return read_token_file(path);

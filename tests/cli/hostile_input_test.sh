@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Hostile and careless input to `h2 train` and `h2 generate` (issue 17's cases): each is refused
+# before any training work with an exit code of 2 and a message that names the bad value, and
+# nothing is lost: a checkpoint folder that is a file, an unwritable trace file with
+# checkpoint.every 0, a second trainer on a folder in use, a checkpoint past train.steps, a
+# corrupted trainer.json, data that is a device, a 48 MB config, a NaN temperature.
+# Usage: hostile_input_test.sh H2_BINARY REPO_ROOT
+set -euo pipefail
+h2=$1
+root=$2
+tiny=$root/configs/train/tiny.yaml
+work=$(mktemp -d)
+first=""
+trap '[[ -n $first ]] && kill $first 2>/dev/null; rm -rf "$work"' EXIT
+cd "$work"
+
+# expect_refusal NAME WANTED_TEXT COMMAND...: exit 2, the text in stderr, no training step run.
+expect_refusal() {
+  local name=$1 wanted=$2
+  shift 2
+  set +e
+  "$@" >out.log 2>err.log
+  local code=$?
+  set -e
+  if [[ $code -ne 2 ]] || ! grep -qF -- "$wanted" err.log || grep -q "^step " out.log; then
+    echo "$name: exit $code (want 2), stderr: $(cat err.log), stdout: $(tail -2 out.log)"
+    exit 1
+  fi
+}
+quick=(--set train.steps=3 --set train.eval_every=0 --set log.metrics_file=m.jsonl)
+
+touch a-file
+expect_refusal "checkpoint.dir is a file" "cannot use 'a-file' as the checkpoint folder" \
+  "$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=a-file
+expect_refusal "unwritable trace file" "cannot write '/proc/h2-none/trace.json'" \
+  "$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=ck --set checkpoint.every=0 \
+  --set log.trace_file=/proc/h2-none/trace.json
+expect_refusal "unwritable metrics file" "cannot write 'a-file/m.jsonl'" \
+  "$h2" train "$tiny" "${quick[@]}" --set log.metrics_file=a-file/m.jsonl
+expect_refusal "dry run, checkpoint.dir a file" "'a-file' exists and is not a folder" \
+  "$h2" train "$tiny" --set checkpoint.dir=a-file --dry-run
+
+# A second trainer on a folder in use is refused naming the first (which keeps running).
+"$h2" train "$tiny" --set train.steps=100000 --set log.every=1 --set checkpoint.dir=busy \
+  --set log.metrics_file=busy.jsonl >first.log 2>&1 &
+first=$!
+for _ in $(seq 100); do grep -q "^step " first.log && break; sleep 0.2; done
+grep -q "^step " first.log || { echo "the first trainer did not start: $(cat first.log)"; exit 1; }
+expect_refusal "second trainer" "in use by another h2 train (pid $first" \
+  "$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=busy
+kill -0 $first || { echo "the first trainer died"; exit 1; }
+kill $first && wait $first || true
+first=""
+
+# A checkpoint at step 3: resuming with fewer steps, or from a corrupted trainer.json, is refused;
+# resuming at exactly train.steps has nothing to do and says so.
+"$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=ck3 >/dev/null
+expect_refusal "train.steps below the checkpoint" "is at step 3, past train.steps 2" \
+  "$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=ck3 --set checkpoint.resume=true \
+  --set train.steps=2
+"$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=ck3 --set checkpoint.resume=true >same.log
+grep -q "nothing to train: ck3/step_000003 is at train.steps (3)" same.log &&
+  ! grep -q "tok/s" same.log || { echo "resume at train.steps said: $(cat same.log)"; exit 1; }
+sed -i 's/"step": 3/"step": 1000000000000/' ck3/step_000003/trainer.json
+expect_refusal "corrupted trainer.json" "trainer.json: corrupted" \
+  "$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=ck3 --set checkpoint.resume=true \
+  --set train.steps=5
+
+# Inputs that would read forever or for minutes are refused at once.
+expect_refusal "data from a device" "'/dev/zero' is not a regular file" \
+  "$h2" train "$tiny" "${quick[@]}" --set data.path=/dev/zero
+head -c 48000000 /dev/zero | tr '\0' 'a' >big.yaml
+expect_refusal "48 MB config" "is 48000000 bytes; such files are at most" "$h2" train big.yaml
+expect_refusal "plan from a device" "parallel.plan '/dev/zero' is not a regular file" \
+  "$h2" train "$tiny" --set parallel.mode=pipeline --set parallel.plan=/dev/zero
+
+# A model that cannot fit is refused with the estimate before anything is allocated.
+expect_refusal "100M layers" "need about" "$h2" train "$tiny" --set model.n_layers=100000000
+
+# generate: NaN and infinite temperatures are not numbers >= 0.
+"$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=gen >/dev/null
+for t in nan inf -1; do
+  set +e
+  "$h2" generate gen --temperature $t --tokens 3 >out.log 2>err.log
+  code=$?
+  set -e
+  [[ $code -ne 0 ]] && grep -q "temperature" err.log ||
+    { echo "generate --temperature $t: exit $code, $(cat err.log)"; exit 1; }
+done
+echo "hostile input: all refused"
