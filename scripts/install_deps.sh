@@ -22,6 +22,7 @@ packages=(
   python3-numpy              # tests/python/hf_reference.py: the NumPy Llama reference
   python3-matplotlib         # tools/plot_metrics.py, bench/scale_study.sh's figures
   python3-pandas             # tests/cli/metrics_resume_test.sh: metrics as a dataframe
+  clang libclang-rt-14-dev   # libFuzzer and sanitizer runtimes: fuzz/, tools/fuzz.sh
 )
 
 if [[ $(id -u) -ne 0 ]]; then
