@@ -37,6 +37,10 @@ constexpr EnvKnob kKnobs[] = {
     {"H2_COMM_RING_THRESHOLD", "262144",
      "bytes from which all-reduce uses the bandwidth-optimal ring instead of recursive doubling"},
     {"H2_COMM_SEGMENT", "1048576", "bytes per pipelined segment of ring collectives"},
+    {"H2_COMM_INTERFACE", "",
+     "network devices the data plane listens on, in UCX_NET_DEVICES syntax (eth0,mlx5_0:1); "
+     "empty: loopback for a job on one machine, else the interface that reaches the store and "
+     "the active RDMA ports (UCX_NET_DEVICES, when set, wins)"},
     {"H2_COMM_SHM", "1",
      "1: groups whose ranks share one host run small all-reduces (up to 4 KiB) and barriers "
      "through shared memory; 0: through the transport like larger ones"},

@@ -20,6 +20,7 @@
 #include "comm/transports/paced/paced_transport.h"
 #include "comm/transports/ucx/ucx_context.h"
 #include "comm/transports/ucx/ucx_transport.h"
+#include "comm/world/data_plane.h"
 #include "comm/world/hierarchical_communicator.h"
 #include "core/log.h"
 
@@ -177,7 +178,12 @@ std::unique_ptr<World> World::join(const RankInfo& launched, Device& device,
                       : std::make_unique<StoreClient>(info.store_host, port, info.token, timeout);
   world->info_ = info;
 
-  auto context = UcxContext::create({.eager = options.cluster != nullptr});
+  const DataPlaneChoice data_plane = choose_data_plane(info, process_env());
+  H2_LOG_DEBUG("rank {}: the data plane listens on {} ({})", info.rank,
+               data_plane.devices.empty() ? "UCX's choice of devices" : data_plane.devices,
+               data_plane.reason);
+  auto context =
+      UcxContext::create({.eager = options.cluster != nullptr, .net_devices = data_plane.devices});
   TransportFactory factory = ucx_factory(context, info.store_host, port, info.token, timeout);
   HostCommOptions host_options = HostCommOptions::from_env();
   host_options.spins_before_yield =

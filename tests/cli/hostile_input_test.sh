@@ -77,6 +77,32 @@ expect_refusal "plan from a device" "parallel.plan '/dev/zero' is not a regular 
 # A model that cannot fit is refused with the estimate before anything is allocated.
 expect_refusal "100M layers" "need about" "$h2" train "$tiny" --set model.n_layers=100000000
 
+# A job on one machine exposes nothing: every TCP listener of its ranks (store, UCX data plane)
+# is on a loopback address (the sockets of each rank read from /proc, no extra tools).
+"$(dirname "$h2")/h2run" -n 2 -- "$h2" train "$tiny" --set parallel.mode=dp --set train.steps=100000 \
+  --set log.every=1 --set checkpoint.dir= --set log.metrics_file= >job.log 2>&1 &
+first=$!
+for _ in $(seq 100); do grep -q "step " job.log && break; sleep 0.2; done
+grep -q "step " job.log || { echo "the 2-rank job did not start: $(cat job.log)"; exit 1; }
+listeners=$(for pid in $(pgrep -P $first); do
+  for fd in /proc/$pid/fd/*; do readlink "$fd"; done 2>/dev/null | sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p'
+done | /usr/bin/python3 -c '
+import sys
+inodes = set(sys.stdin.read().split())
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for row in open(table).read().splitlines()[1:]:
+        f = row.split()
+        if f[3] == "0A" and f[9] in inodes:  # LISTEN
+            print(f[1].split(":")[0])
+')
+[[ -n $listeners ]] || { echo "found no listener of the job's ranks"; exit 1; }
+for address in $listeners; do  # 127.x.x.x in /proc's byte order, or ::1
+  [[ $address == *7F || $address == 00000000000000000000000001000000 ]] ||
+    { echo "a rank listens on a non-loopback address ($address; all: $listeners)"; exit 1; }
+done
+kill $first && wait $first || true
+first=""
+
 # generate: NaN and infinite temperatures are not numbers >= 0.
 "$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=gen >/dev/null
 for t in nan inf -1; do

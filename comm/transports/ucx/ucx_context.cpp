@@ -15,6 +15,8 @@ std::shared_ptr<UcxContext> UcxContext::create(const UcxContextOptions& options)
   std::unique_ptr<ucp_config_t, decltype(&ucp_config_release)> config_guard(config,
                                                                             ucp_config_release);
   if (options.eager) H2_UCX_CHECK(ucp_config_modify(config, "RNDV_THRESH", "inf"));
+  if (!options.net_devices.empty())
+    H2_UCX_CHECK(ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str()));
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM;

@@ -16,6 +16,9 @@ struct UcxContextOptions {
   // transfer waits until its sender returns from computing and polls, which no real link does.
   // Unset: UCX's own threshold (UCX_RNDV_THRESH).
   bool eager = false;
+  // UCX_NET_DEVICES for this context ("lo", "eth0,mlx5_0:1"): the interfaces its TCP and RDMA
+  // transports listen on (comm/world/data_plane.h). Empty: UCX's own choice.
+  std::string net_devices;
 };
 
 class UcxContext {
