@@ -104,6 +104,7 @@ struct Trainer::State {
   optim::LrSchedule schedule;
   double flops_per_token = 0;
   double peak_flops = 0;            // the job's: every rank's device peak added
+  bool mfu_explained = false;       // an MFU above 100% was explained in the log
   lowp::PrecisionPolicy precision;  // the block linears' GEMM recipes over the run
   // The sampler position (global micro-batches drawn) at the start of step `base_step`.
   int64_t base_step = 0;
@@ -249,6 +250,14 @@ struct Trainer::State {
                   .mem_bytes = device.allocator().stats().bytes_in_use,
                   .grad_norm = norm};
     m.mfu = peak_flops > 0 ? m.tokens_per_s * flops_per_token / peak_flops : 0;
+    if (m.mfu > 1 && !mfu_explained) {  // a figure that cannot be: say why, once
+      print(fmt::format(
+          "warning: mfu {:.0f}% is above 100%: the job's peak it divides by ({:.1f} GFLOP/s, every "
+          "rank's device added) is below the speed reached; virtual chips run unpaced "
+          "(H2_VCHIP_TIME_SCALE=0) or H2_CPU_PEAK_GFLOPS is set too low",
+          100 * m.mfu, peak_flops / 1e9));
+      mfu_explained = true;
+    }
     const auto stats = parallel::pipeline::gather_step_stats(job, runtime.cpu(), *timeline);
     parallel::pipeline::add_json_fields(stats, m.extra);
     if (plan.stages() > 1) m.extra_progress = parallel::pipeline::progress_fields(stats);

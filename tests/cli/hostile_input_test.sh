@@ -3,7 +3,8 @@
 # before any training work with an exit code of 2 and a message that names the bad value, and
 # nothing is lost: a checkpoint folder that is a file, an unwritable trace file with
 # checkpoint.every 0, a second trainer on a folder in use, a checkpoint past train.steps, a
-# corrupted trainer.json, data that is a device, a 48 MB config, a NaN temperature.
+# corrupted trainer.json, data that is a device, a 48 MB config, a NaN temperature; and a plan
+# file's malformed replicas (h2 plan --evaluate).
 # Usage: hostile_input_test.sh H2_BINARY REPO_ROOT
 set -euo pipefail
 h2=$1
@@ -74,8 +75,18 @@ expect_refusal "48 MB config" "is 48000000 bytes; such files are at most" "$h2" 
 expect_refusal "plan from a device" "parallel.plan '/dev/zero' is not a regular file" \
   "$h2" train "$tiny" --set parallel.mode=pipeline --set parallel.plan=/dev/zero
 
-# A model that cannot fit is refused with the estimate before anything is allocated.
-expect_refusal "100M layers" "need about" "$h2" train "$tiny" --set model.n_layers=100000000
+# A model that cannot fit is refused with the estimate before anything is allocated; a layer
+# count past the key's range (2^20, so that the plan's int arithmetic cannot overflow) at once.
+expect_refusal "1M layers" "need about" "$h2" train "$tiny" --set model.n_layers=1000000
+expect_refusal "100M layers" "model.n_layers = 100000000 is out of range" \
+  "$h2" train "$tiny" --set model.n_layers=100000000
+
+# A plan file's replicas are read through the key table: 'x2' is named with the file's line
+# (it was a bare "h2: error: stoll"), as in h2 plan --evaluate and h2 simulate --plan.
+printf 'replicas: x2\nstages:\n  - {layers: 0-3, chip: "vchip:chip-a", ranks: [0]}\n' >bad-plan.yaml
+expect_refusal "plan replicas x2" "bad-plan.yaml:1: parallel.replicas = 'x2' is not an integer" \
+  "$h2" plan --datasheet --cluster "$root/configs/clusters/mixed-4.yaml" --profiles profiles \
+  --evaluate bad-plan.yaml "$root/configs/train/hetero-4.yaml"
 
 # A job on one machine exposes nothing: every TCP listener of its ranks (store, UCX data plane)
 # is on a loopback address (the sockets of each rank read from /proc, no extra tools).
@@ -102,6 +113,27 @@ for address in $listeners; do  # 127.x.x.x in /proc's byte order, or ::1
 done
 kill $first && wait $first || true
 first=""
+
+# A hung rank (SIGSTOP) in a pipeline: the error names the training step (not the collective's
+# internal round) and the hung rank, within the timeout.
+H2_COMM_TIMEOUT=3 "$(dirname "$h2")/h2run" -n 2 --grace 2 -- "$h2" train "$tiny" \
+  --set parallel.mode=pipeline --set train.steps=100000 --set log.every=1 --set checkpoint.dir= \
+  --set log.metrics_file= >hung.log 2>&1 &
+first=$!
+for _ in $(seq 100); do grep -q "step  *5/" hung.log && break; sleep 0.2; done
+for pid in $(pgrep -P $first); do
+  grep -qz '^H2_RANK=1$' /proc/$pid/environ && kill -STOP $pid
+done
+wait $first || true
+first=""
+grep -Eq "error: step ([6-9]|[1-9][0-9]+): .*rank 1 died, hangs" hung.log ||
+  { echo "a hung rank's error: $(grep error hung.log)"; exit 1; }
+
+# An MFU above 100% (a peak set too low) is explained once, not shown silently.
+H2_CPU_PEAK_GFLOPS=1 "$h2" train "$tiny" "${quick[@]}" --set train.steps=20 --set log.every=5 \
+  --set checkpoint.dir= >mfu.log
+[[ $(grep -c "warning: mfu .* is above 100%" mfu.log) -eq 1 ]] ||
+  { echo "MFU above 100% not explained once: $(cat mfu.log)"; exit 1; }
 
 # generate: NaN and infinite temperatures are not numbers >= 0.
 "$h2" train "$tiny" "${quick[@]}" --set checkpoint.dir=gen >/dev/null
