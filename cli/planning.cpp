@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "train/checkpoint/durable_io.h"
 #include "train/config/job_plan.h"
+#include "train/config/keys.h"
 #include "train/config/plan.h"
 
 namespace h2::cli {
@@ -208,12 +209,15 @@ planner::Candidate evaluate_plan_file(const std::string& path, config::TrainConf
   const config::Plan file = config::load_plan(path);
   // The job the plan describes: its stages' ranks times its replicas (a plan may leave chips of
   // the cluster out), checked against the cluster below.
-  int ranks = 0;
+  // In int64, the file's replicas read through the key table (a ConfigError naming the file's
+  // line and the value, and a bounded count), so that neither r + 1 nor ranks x replicas overflows.
+  int64_t ranks = 0;
   for (const config::PlanStage& stage : file.stages)
-    for (int r : stage.ranks) ranks = std::max(ranks, r + 1);
-  int64_t replicas = config.parallel.replicas;
+    for (int r : stage.ranks) ranks = std::max(ranks, int64_t(r) + 1);
   for (const config::PlanSetting& setting : file.settings)
-    if (setting.key == "parallel.replicas") replicas = std::stoll(setting.value);
+    if (setting.key == "parallel.replicas")
+      config::set_from_text(*config::find_key(setting.key), config, setting.value, setting.where);
+  const int64_t replicas = config.parallel.replicas;
   const int world = int(std::clamp<int64_t>(ranks * replicas, 1, cluster.size()));
   config::apply_plan(file, config, world);
   RuntimeOptions unused;

@@ -35,9 +35,10 @@ constexpr bool is_floating(DType t) {
   return t != DType::i32 && t != DType::i64 && t != DType::u8;
 }
 
-// Bytes needed for n contiguous elements (rounds f4 up to whole bytes).
+// Bytes needed for n >= 0 contiguous elements (rounds f4 up to whole bytes). Whole groups of 8
+// elements first, so that no intermediate overflows where the result itself fits in int64.
 constexpr int64_t dtype_storage_bytes(DType t, int64_t n) {
-  return (n * dtype_bits(t) + 7) / 8;
+  return n / 8 * dtype_bits(t) + (n % 8 * dtype_bits(t) + 7) / 8;
 }
 
 std::string_view dtype_name(DType t);

@@ -154,19 +154,20 @@ std::vector<ChipSpec> parse_chip_specs(const std::string& yaml_text, const std::
   } catch (const YAML::Exception& e) {
     H2_THROW(ConfigError, "{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg);
   }
-  if (!root["chips"] || !root["chips"].IsSequence())
+  // A scalar or list document has no keys to look up (yaml-cpp would throw BadSubscript).
+  if (!root.IsMap() || !root["chips"] || !root["chips"].IsSequence())
     H2_THROW(ConfigError, "{}: expected a top-level 'chips:' list", source);
   std::vector<ChipSpec> specs;
   std::set<std::string> names;
-  for (const auto& node : root["chips"]) {
-    try {
+  try {
+    for (const auto& node : root["chips"]) {
       specs.push_back(parse_chip(node, source));
-    } catch (const YAML::Exception& e) {  // a conversion this file did not anticipate
-      H2_THROW(ConfigError, "{}:{}: {}", source, e.mark.line + 1, e.msg);
+      if (!names.insert(specs.back().name).second)
+        H2_THROW(ConfigError, "{}: chip name '{}' appears twice", where(source, node),
+                 specs.back().name);
     }
-    if (!names.insert(specs.back().name).second)
-      H2_THROW(ConfigError, "{}: chip name '{}' appears twice", where(source, node),
-               specs.back().name);
+  } catch (const YAML::Exception& e) {  // a conversion this file did not anticipate
+    H2_THROW(ConfigError, "{}:{}: {}", source, e.mark.line + 1, e.msg);
   }
   return specs;
 }

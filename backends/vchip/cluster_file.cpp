@@ -137,12 +137,15 @@ Cluster parse_cluster(const std::string& yaml_text, const std::string& source) {
           H2_THROW(ConfigError, "{}: repeat = {} must be a whole number of nodes, at least 1",
                    at(source, n["repeat"]), n["repeat"].Scalar());
       }
+      // Checked before the nodes are added: count x repeat alone can pass 2^31 (Cluster::size()
+      // sums in int).
+      if (int64_t(c.size()) + int64_t(node.count) * int64_t(repeat) > 1 << 20)
+        H2_THROW(ConfigError, "{}: more than {} chips (count {} x repeat {} after {})",
+                 at(source, n), 1 << 20, node.count, int64_t(repeat), c.size());
       for (int k = 0; k < int(repeat); ++k) {
         ++nodes_of_type[node.chip];
         c.nodes.push_back(node);
       }
-      if (c.size() > 1 << 20)
-        H2_THROW(ConfigError, "{}: more than {} chips", at(source, n), 1 << 20);
     }
     std::set<std::string> intra, inter;
     for (const ClusterNode& n : c.nodes)

@@ -3,11 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_int.h"
 #include "core/version.h"
 
 namespace h2::parallel::planner {
@@ -23,14 +25,17 @@ nlohmann::json shape_json(const ModelShape& m) {
           {"seq_len", m.seq_len},       {"tie_embeddings", m.tie_embeddings}};
 }
 
-ModelShape shape_from(const nlohmann::json& j) {
-  return {.vocab_size = j.at("vocab_size"),
-          .dim = j.at("dim"),
-          .n_layers = j.at("n_layers"),
-          .n_heads = j.at("n_heads"),
-          .n_kv_heads = j.at("n_kv_heads"),
-          .ffn_dim = j.at("ffn_dim"),
-          .seq_len = j.at("seq_len"),
+ModelShape shape_from(const nlohmann::json& j, const std::string& source) {
+  auto size = [&](const char* key) {
+    return json_int(j.at(key), fmt::format("{}: model.{}", source, key), 0);
+  };
+  return {.vocab_size = size("vocab_size"),
+          .dim = size("dim"),
+          .n_layers = size("n_layers"),
+          .n_heads = size("n_heads"),
+          .n_kv_heads = size("n_kv_heads"),
+          .ffn_dim = size("ffn_dim"),
+          .seq_len = size("seq_len"),
           .tie_embeddings = j.at("tie_embeddings")};
 }
 
@@ -46,16 +51,32 @@ nlohmann::json cost_json(const UnitCost& c) {
           {"deferred_bytes", c.deferred_bytes}};
 }
 
-UnitCost cost_from(const nlohmann::json& j) {
+// `where`: "FILE: rows N block". Byte counts are at most 2^62, so that interpolating two of them
+// (lerp) cannot overflow.
+UnitCost cost_from(const nlohmann::json& j, const std::string& where) {
+  auto bytes = [&](const char* key) {
+    return json_int(j.at(key), fmt::format("{} {}", where, key), 0, int64_t(1) << 62);
+  };
   return {.forward_s = j.at("forward_s"),
           .backward_s = j.at("backward_s"),
           .input_s = j.at("input_s"),
           .weight_s = j.at("weight_s"),
           .optimizer_s = j.at("optimizer_s"),
-          .stash_bytes = j.at("stash_bytes"),
-          .forward_workspace_bytes = j.at("forward_workspace_bytes"),
-          .workspace_bytes = j.at("workspace_bytes"),
-          .deferred_bytes = j.at("deferred_bytes")};
+          .stash_bytes = bytes("stash_bytes"),
+          .forward_workspace_bytes = bytes("forward_workspace_bytes"),
+          .workspace_bytes = bytes("workspace_bytes"),
+          .deferred_bytes = bytes("deferred_bytes")};
+}
+
+// A "rows" key: the whole text a micro-batch size in [1, 2^31] (ChipProfile::cost interpolates
+// between sizes and must not overflow).
+int64_t rows_key(const std::string& text, const std::string& source) {
+  int64_t rows = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), rows);
+  if (error != std::errc() || end != text.data() + text.size() || rows < 1 ||
+      rows > int64_t(1) << 31)
+    H2_THROW(ConfigError, "{}: rows key '{}' is not a micro-batch size in [1, 2^31]", source, text);
+  return rows;
 }
 
 // a + (b - a) * t, field by field.
@@ -200,15 +221,19 @@ ChipProfile profile_from_json(const std::string& text, const std::string& source
                "{}: profile format {} (this H2 reads {}); measure again with h2 profile", source,
                doc.at("format_version").dump(), kFormatVersion);
     ChipProfile p;
-    p.key = {doc.at("chip"), doc.at("chip_spec"), shape_from(doc.at("model")),
+    p.key = {doc.at("chip"), doc.at("chip_spec"), shape_from(doc.at("model"), source),
              parse_dtype(doc.at("dtype").get<std::string>()), doc.at("h2_version")};
     p.overrun_share = doc.value("overrun_share", 0.0);
     p.origin = doc.value("origin", std::string("measured"));
     for (const auto& [n, units] : doc.at("rows").items()) {
+      const int64_t rows = rows_key(n, source);
       std::array<UnitCost, kUnitKinds> costs;
-      for (int k = 0; k < kUnitKinds; ++k)
-        costs[size_t(k)] = cost_from(units.at(std::string(unit_kind_name(UnitKind(k)))));
-      p.by_rows[std::stoll(n)] = costs;
+      for (int k = 0; k < kUnitKinds; ++k) {
+        const std::string_view kind = unit_kind_name(UnitKind(k));
+        costs[size_t(k)] =
+            cost_from(units.at(std::string(kind)), fmt::format("{}: rows {} {}", source, n, kind));
+      }
+      p.by_rows[rows] = costs;
     }
     return p;
   } catch (const nlohmann::json::exception& e) {

@@ -544,6 +544,20 @@ TEST(ClusterFileErrors, BadNodesAndScale) {
   EXPECT_TRUE(Contains(error_of("nodes: [a, b"), "bad.yaml:1: not valid YAML"));
 }
 
+// Guards Cluster::size(), which sums the chips in int: count 2^20 x repeat 2^16 overflowed it
+// (fuzz finding cluster_file-size-overflow) and wrapped past the 2^20-chip limit. count x repeat
+// is checked in int64 before the nodes are added, as are the chips of earlier nodes.
+TEST(ClusterFileErrors, CountTimesRepeatPastTheChipLimit) {
+  EXPECT_TRUE(
+      Contains(error_of(kHead + "nodes:\n"                                               // 5
+                                "  - {chip: chip-a, count: 1048576, repeat: 65536}\n"),  // 6
+               "bad.yaml:6: more than 1048576 chips (count 1048576 x repeat 65536"));
+  EXPECT_TRUE(Contains(error_of(kHead + "nodes:\n"                              // 5
+                                        "  - {chip: chip-a, count: 1048576}\n"  // 6
+                                        "  - {chip: chip-b, count: 1}\n"),      // 7
+                       "bad.yaml:7: more than 1048576 chips"));
+}
+
 TEST(ClusterFileErrors, LoadNamesThePath) {
   const std::string missing = "/nonexistent-dir/none.yaml";
   try {

@@ -79,6 +79,16 @@ TEST(ChipSpec, ErrorsNameFileLineAndKey) {
   EXPECT_NE(config_error("chips: [a, b").find("chips.yaml:1: not valid YAML"), std::string::npos);
 }
 
+// Guards the document's shape: a scalar ("x") or list document made root["chips"] throw
+// YAML::BadSubscript out of parse_chip_specs (fuzz finding chip_spec-yaml-badsubscript). It is a
+// ConfigError naming the file.
+TEST(ChipSpec, ADocumentThatIsNotAMapIsAConfigError) {
+  for (const char* doc : {"x", "x\n", "- chips\n", "[1, 2]", "17"})
+    EXPECT_NE(config_error(doc).find("chips.yaml: expected a top-level 'chips:' list"),
+              std::string::npos)
+        << doc;
+}
+
 TEST(ChipSpec, ShapesAndRangesAreValidated) {
   const std::string base = "chips:\n  - name: a\n    memory_bandwidth: 1\n";
   auto chip = [&](const std::string& rest) { return config_error(base + rest); };

@@ -2,6 +2,7 @@
 // contiguous() materialises them, and values survive round trips through every device.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 
 #include "backends/registry.h"
@@ -97,6 +98,18 @@ TEST_F(TensorTest, SizesThatOverflowAreRejected) {
   EXPECT_THROW(Tensor::empty({int64_t(1) << 58, 64}, DType::f32, cpu), Error);
   EXPECT_THROW((Shape{int64_t(1) << 32, int64_t(1) << 32}.numel()), Error);
   EXPECT_THROW(Tensor::empty({int64_t(1) << 59}, DType::f32, cpu), Error);
+}
+
+// Guards dtype_storage_bytes: n * bits overflowed int64 for counts whose byte size fits (2^60
+// f32 elements are 2^62 bytes; fuzz finding safetensors-storage-bytes-overflow). f4 still rounds
+// up to whole bytes.
+TEST_F(TensorTest, StorageBytesOfLargeCountsDoNotOverflow) {
+  EXPECT_EQ(dtype_storage_bytes(DType::f32, int64_t(1) << 60), int64_t(1) << 62);
+  EXPECT_EQ(dtype_storage_bytes(DType::i64, (int64_t(1) << 59) + 3), (int64_t(1) << 62) + 24);
+  EXPECT_EQ(dtype_storage_bytes(DType::f4e2m1, std::numeric_limits<int64_t>::max()), int64_t(1)
+                                                                                         << 62);
+  EXPECT_EQ(dtype_storage_bytes(DType::f4e2m1, 3), 2);
+  EXPECT_EQ(dtype_storage_bytes(DType::bf16, 0), 0);
 }
 
 TEST_F(TensorTest, OddF4CopyAcrossDevicesIsRejected) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_int.h"
 #include "train/checkpoint/durable_io.h"
 
 namespace h2::checkpoint {
@@ -34,11 +35,11 @@ DType manifest_dtype(const std::string& name, const std::string& where) {
   }
 }
 
-FileEntry file_entry(const nlohmann::json& f) {
+FileEntry file_entry(const nlohmann::json& f, const std::string& where) {
   const std::string hex = f.at("xxh3_64").get<std::string>();
   if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
     throw std::invalid_argument("xxh3_64 '" + hex + "' is not 16 hex digits");
-  return {f.at("bytes").get<uint64_t>(), std::stoull(hex, nullptr, 16)};
+  return {json_uint(f.at("bytes"), where + " bytes"), std::stoull(hex, nullptr, 16)};
 }
 
 void read_section(const nlohmann::json& j, Manifest& m, Section section, const std::string& path) {
@@ -46,10 +47,14 @@ void read_section(const nlohmann::json& j, Manifest& m, Section section, const s
     const std::string where = fmt::format("{}: {} tensor '{}'", path, section_name(section), name);
     TensorEntry t;
     t.dtype = manifest_dtype(entry.at("dtype").get<std::string>(), where);
-    for (int64_t d : entry.at("shape").get<std::vector<int64_t>>()) t.shape.push_back(d);
+    const std::vector<int64_t> dims = json_ints(entry.at("shape"), where + " shape", 0);
+    if (dims.size() > size_t(Shape::kMaxDims))
+      H2_THROW(ConfigError, "{}: shape has {} dimensions; H2 holds at most {}", where, dims.size(),
+               Shape::kMaxDims);
+    for (int64_t d : dims) t.shape.push_back(d);
     int64_t next_row = 0;
     for (const auto& p : entry.at("pieces")) {
-      auto rows = p.at("rows").get<std::vector<int64_t>>();
+      auto rows = json_ints(p.at("rows"), where + " rows", 0);
       Piece piece{p.at("file").get<std::string>(), p.at("key").get<std::string>(),
                   rows.size() == 2 ? rows[0] : -1, rows.size() == 2 ? rows[1] : -1};
       if (piece.row_begin != next_row || piece.row_end <= piece.row_begin)
@@ -103,20 +108,18 @@ Manifest manifest_from_json(const std::string& text, const std::string& path) {
     const nlohmann::json j = nlohmann::json::parse(text);
     if (j.value("format", "") != "h2-checkpoint")
       H2_THROW(ConfigError, "{}: not an h2 checkpoint manifest", path);
-    if (j.at("version").get<int>() != kVersion)
+    if (j.at("version") != kVersion)
       H2_THROW(ConfigError, "{}: manifest version {} (this h2 reads version {})", path,
-               j.at("version").get<int>(), kVersion);
+               j.at("version").dump(), kVersion);
     Manifest m;
-    m.step = j.at("step").get<int64_t>();
-    m.world_size = j.at("world_size").get<int>();
-    if (m.step < 0 || m.world_size < 1)
-      H2_THROW(ConfigError, "{}: step {} and world_size {} are not a checkpoint's", path, m.step,
-               m.world_size);
+    m.step = json_int(j.at("step"), path + ": step", 0);
+    m.world_size = int(json_int(j.at("world_size"), path + ": world_size", 1, INT32_MAX));
     for (const auto& [name, f] : j.at("files").items()) {
       check_plain_file_name(name, path);
-      m.files[name] = file_entry(f);
+      m.files[name] = file_entry(f, fmt::format("{}: file '{}'", path, name));
     }
-    if (j.contains("trainer_state")) m.trainer_state = file_entry(j.at("trainer_state"));
+    if (j.contains("trainer_state"))
+      m.trainer_state = file_entry(j.at("trainer_state"), path + ": trainer_state");
     read_section(j, m, Section::model, path);
     read_section(j, m, Section::optimizer, path);
     return m;

@@ -1,15 +1,18 @@
 // safetensors reading and writing (see safetensors.h).
 #include "train/checkpoint/safetensors.h"
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_int.h"
 #include "train/checkpoint/durable_io.h"
 
 namespace h2::checkpoint {
@@ -48,6 +51,18 @@ DType h2_dtype(const std::string& name, const std::string& path) {
                   DType::f8e4m3, DType::f8e5m2})
     if (name == safetensors_dtype(t)) return t;
   H2_THROW(ConfigError, "{}: unsupported safetensors dtype '{}'", path, name);
+}
+
+// The product of the nonzero extents of `dims` (each >= 0), formed without overflow: -1 past
+// 2^63 - 1, where Shape::numel() would fail even with a zero extent after them.
+int64_t nonzero_product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d == 0) continue;
+    if (n > std::numeric_limits<int64_t>::max() / d) return -1;
+    n *= d;
+  }
+  return n;
 }
 
 }  // namespace
@@ -99,14 +114,30 @@ TensorMap decode_safetensors(std::span<const std::byte> file, const std::string&
     StoredTensor t;
     try {
       t.dtype = h2_dtype(entry.at("dtype").get<std::string>(), what);
-      for (int64_t d : entry.at("shape").get<std::vector<int64_t>>()) t.shape.push_back(d);
-      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      const std::string field = fmt::format("{}: tensor '{}'", what, name);
+      const std::vector<int64_t> dims = json_ints(entry.at("shape"), field + " shape", 0);
+      if (dims.size() > size_t(Shape::kMaxDims))
+        H2_THROW(ConfigError, "{} has {} dimensions; H2 holds at most {}", field, dims.size(),
+                 Shape::kMaxDims);
+      // A shape the data cannot hold is refused before its byte count, which could overflow.
+      const int64_t product = nonzero_product(dims);
+      const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
+      const int64_t most = int64_t(data.size() * 8 / uint64_t(dtype_bits(t.dtype)));
+      if (product < 0)
+        H2_THROW(ConfigError, "{} has shape [{}]: its extents multiply past 2^63", field,
+                 fmt::join(dims, ", "));
+      if (!empty && product > most)
+        H2_THROW(ConfigError, "{} has shape [{}]: more {} elements than the {} data bytes hold",
+                 field, fmt::join(dims, ", "), safetensors_dtype(t.dtype), data.size());
+      for (int64_t d : dims) t.shape.push_back(d);
+      const std::vector<int64_t> offsets =
+          json_ints(entry.at("data_offsets"), field + " data_offsets", 0);
       const uint64_t want = uint64_t(dtype_storage_bytes(t.dtype, t.shape.numel()));
-      if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data.size() ||
-          offsets[1] - offsets[0] != want)
+      if (offsets.size() != 2 || offsets[1] < offsets[0] || uint64_t(offsets[1]) > data.size() ||
+          uint64_t(offsets[1] - offsets[0]) != want)
         H2_THROW(ConfigError, "{}: tensor '{}' has bad data_offsets for {} {}", what, name,
                  dtype_name(t.dtype), t.shape.str());
-      const auto bytes = data.subspan(offsets[0], want);
+      const auto bytes = data.subspan(size_t(offsets[0]), want);
       t.bytes.assign(bytes.begin(), bytes.end());
       extents.emplace_back(offsets[0], offsets[1]);
     } catch (const nlohmann::json::exception& e) {

@@ -72,8 +72,17 @@ parallel::Plan plan_from_config(const TrainConfig& c, int world_size) {
   plan.lead = pipeline ? int(p.lead) : 0;
   plan.overlap = p.overlap;
   plan.segment_bytes = size_t(p.segment_kb) << 10;
-  const int stages = plan.positions() * plan.chunks;
   const int layers = int(c.model.n_layers);
+  // In int64: the groups (up to the job's ranks) x chunks can pass INT_MAX. No layout has more
+  // stages than units (blocks, the embedding and the head).
+  const int64_t stage_count = int64_t(plan.positions()) * plan.chunks;
+  if (stage_count > int64_t(layers) + 2)
+    H2_THROW(ConfigError,
+             "{} stage groups x parallel.chunks {} ({}) make {} stages, more than the model's {} "
+             "blocks (model.n_layers, {}) can fill",
+             plan.positions(), p.chunks, c.origin_of("parallel.chunks"), stage_count, layers,
+             c.origin_of("model.n_layers"));
+  const int stages = int(stage_count);
   if (!pipeline || p.stage_layers.empty()) {
     plan.layout = parallel::pipeline::StageLayout::uniform(layers, stages);
   } else {

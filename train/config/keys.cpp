@@ -51,13 +51,19 @@ constexpr Range at_least(double lo) {
 constexpr Range above(double lo) {
   return Range{lo, HUGE_VAL, true, false};
 }
+// Counts the plan turns into int and multiplies (stages x chunks, units = layers + 2, MiB to
+// bytes): bounded far above any real job so that no int() truncates and no product overflows.
+constexpr double kMaxCount = 1 << 20;
+constexpr Range count_from(double lo) {
+  return Range{lo, kMaxCount, false, false};
+}
 
 const KeyInfo kKeys[] = {
     {"model.vocab_size", KT::integer, &field<&TC::model, &MC::vocab_size>,
      "tokens in the vocabulary; at least 256 for data.format text (bytes)", at_least(1)},
     {"model.dim", KT::integer, &field<&TC::model, &MC::dim>, "hidden size", at_least(1)},
     {"model.n_layers", KT::integer, &field<&TC::model, &MC::n_layers>, "transformer blocks",
-     at_least(1)},
+     count_from(1)},
     {"model.n_heads", KT::integer, &field<&TC::model, &MC::n_heads>,
      "attention (query) heads; must divide dim, and dim/n_heads must be even (rotary)",
      at_least(1)},
@@ -92,7 +98,7 @@ const KeyInfo kKeys[] = {
     {"train.batch_size", KT::integer, &field<&TC::train, &TO::batch_size>,
      "sequences per micro-batch (per rank)", at_least(1)},
     {"train.grad_accum", KT::integer, &field<&TC::train, &TO::grad_accum>,
-     "micro-batches accumulated per optimizer step", at_least(1)},
+     "micro-batches accumulated per optimizer step", count_from(1)},
     {"train.steps", KT::integer, &field<&TC::train, &TO::steps>, "optimizer steps", at_least(1)},
     {"train.lr", KT::number, &field<&TC::train, &TO::lr>, "peak learning rate (after warm-up)",
      above(0)},
@@ -152,7 +158,8 @@ const KeyInfo kKeys[] = {
      {},
      "single|dp|pipeline"},
     {"parallel.bucket_mb", KT::number, &field<&TC::parallel, &PC::bucket_mb>,
-     "dp: MiB of gradients all-reduced together while backward continues", above(0)},
+     "dp: MiB of gradients all-reduced together while backward continues",
+     Range{0, kMaxCount, true, false}},
     {"parallel.schedule",
      KT::choice,
      choice<&TC::parallel, &PC::schedule>(),
@@ -160,11 +167,11 @@ const KeyInfo kKeys[] = {
      {},
      "gpipe|1f1b|interleaved-1f1b|zb-h1"},
     {"parallel.chunks", KT::integer, &field<&TC::parallel, &PC::chunks>,
-     "pipeline: stages per rank (interleaved-1f1b; 1 otherwise)", at_least(1)},
+     "pipeline: stages per rank (interleaved-1f1b; 1 otherwise)", count_from(1)},
     {"parallel.lead", KT::integer, &field<&TC::parallel, &PC::lead>,
      "pipeline, 1f1b: micro-batches each group runs ahead of the next, so that a slow link's "
      "round trip overlaps compute (more stashed activations)",
-     at_least(0)},
+     count_from(0)},
     {"parallel.overlap", KT::boolean, &field<&TC::parallel, &PC::overlap>,
      "pipeline: transfers between ranks run while the rank computes; false: every send blocks "
      "its rank until its last byte has left the link (a baseline: the cost of no overlap)"},
@@ -172,7 +179,7 @@ const KeyInfo kKeys[] = {
      "pipeline: each activation or gradient transfer goes in segments of about this many KiB "
      "on the wire (at most 64 per piece), each converted to the wire dtype and sent as soon as "
      "it is, and converted back as it arrives; 0: one message per piece",
-     at_least(0)},
+     count_from(0)},
     {"parallel.stage_layers", KT::string, &field<&TC::parallel, &PC::stage_layers>,
      "pipeline: transformer blocks per stage, comma-separated (\"3,1\"); empty: even split"},
     {"parallel.stage_ranks", KT::string, &field<&TC::parallel, &PC::stage_ranks>,
@@ -201,14 +208,14 @@ const KeyInfo kKeys[] = {
     {"parallel.replicas", KT::integer, &field<&TC::parallel, &PC::replicas>,
      "pipeline: data-parallel copies of the pipeline, each on its own micro-batches (the job's "
      "ranks / replicas per copy; gradients summed over the copies while backward runs)",
-     at_least(1)},
+     count_from(1)},
     {"parallel.fsdp", KT::boolean, &field<&TC::parallel, &PC::fsdp>,
      "pipeline: shard each unit's parameters over its stage group (gathered for use, gradients "
      "reduce-scattered, AdamW on the shards)"},
     {"parallel.gather_group", KT::integer, &field<&TC::parallel, &PC::gather_group>,
      "pipeline + fsdp (ZeroPP): gather a stage once per this many micro-batches; 0: once per "
      "step",
-     at_least(0)},
+     count_from(0)},
 
     {"cluster.file", KT::string, &field<&TC::cluster, &CL::file>,
      "cluster file (configs/clusters/*.yaml): rank r drives its chip r, links paced as it says; "
@@ -255,9 +262,9 @@ const KeyInfo kKeys[] = {
      {},
      "floor|ceil"},
     {"precision.delayed_history", KT::integer, &field<&TC::precision, &PR::delayed_history>,
-     "fp8_delayed: amax history length (micro-batches)", at_least(1)},
+     "fp8_delayed: amax history length (micro-batches)", count_from(1)},
     {"precision.delayed_margin", KT::integer, &field<&TC::precision, &PR::delayed_margin>,
-     "fp8_delayed: scale = max_finite / (amax * 2^margin)", at_least(0)},
+     "fp8_delayed: scale = max_finite / (amax * 2^margin)", count_from(0)},
 
     {"checkpoint.dir", KT::string, &field<&TC::checkpoint, &CC::dir>,
      "checkpoint directory; empty: no checkpoints"},
@@ -307,6 +314,53 @@ std::string quoted(std::string_view s) {
 [[noreturn]] void bad_value(const KeyInfo& key, std::string_view text, std::string_view where,
                             std::string_view problem) {
   H2_THROW(ConfigError, "{}: {} = '{}' {}", where, key.name, text, problem);
+}
+
+// Offset of the first byte of `s` that does not start a well-formed UTF-8 sequence (overlong
+// forms, surrogates and code points past U+10FFFF are not), or npos.
+size_t invalid_utf8_at(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;                        // continuation bytes
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the first of them
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // past U+10FFFF
+    } else {
+      return i;
+    }
+    if (s.size() - i <= n) return i;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return i;
+    }
+    i += n + 1;
+  }
+  return std::string_view::npos;
+}
+
+// `s` with every byte outside printable ASCII as \xNN: shows a value that is not UTF-8.
+std::string escaped(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b >= 0x7f)
+      out += fmt::format("\\x{:02x}", b);
+    else
+      out += c;
+  }
+  return out;
 }
 
 void check_range(const KeyInfo& key, double value, std::string_view text, std::string_view where) {
@@ -446,6 +500,10 @@ void set_from_text(const KeyInfo& key, TrainConfig& config, std::string_view tex
     case KeyType::string:
       if (!key.choices.empty() && !in_choices(key.choices, s))
         bad_value(key, text, where, fmt::format("is not one of {}", key.choices));
+      // Strings go into JSON (dump_json, the metrics log), which holds only UTF-8.
+      if (const size_t bad = invalid_utf8_at(s); bad != std::string_view::npos)
+        H2_THROW(ConfigError, "{}: {} = '{}' is not valid UTF-8 (byte 0x{:02x} at offset {})",
+                 where, key.name, escaped(s), static_cast<unsigned char>(s[bad]), bad);
       *std::get<std::string* (*)(TrainConfig&)>(key.field)(config) = s;
       return;
     case KeyType::dtype:

@@ -22,6 +22,13 @@ std::string at(const std::string& file, const YAML::Node& node) {
   return fmt::format("{}:{}", file, node.Mark().line + 1);
 }
 
+// The text of a key, which must be a plain name (a list or map as a key has no text).
+std::string key_text(const YAML::Node& key, const std::string& file) {
+  if (!key.IsScalar())
+    H2_THROW(ConfigError, "{}: a plan key must be a plain name, not a list or map", at(file, key));
+  return key.Scalar();
+}
+
 // "0-2" or "3" (one block) or a two-element list [0, 2].
 std::pair<int, int> parse_layers(const YAML::Node& node, const std::string& where) {
   try {
@@ -76,24 +83,12 @@ PlanPrediction read_prediction(const YAML::Node& node, const std::string& path) 
   return p;
 }
 
-}  // namespace
-
-Plan load_plan(const std::string& path) {
-  return parse_plan(read_input_file(path, "parallel.plan"), path);
-}
-
-Plan parse_plan(const std::string& text, const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    H2_THROW(ConfigError, "{}:{}: not YAML: {}", path, e.mark.line + 1, e.msg);
-  }
+Plan plan_from_yaml(const YAML::Node& root, const std::string& path) {
   if (!root.IsMap()) H2_THROW(ConfigError, "{}: a plan is a map with a 'stages' list", path);
   Plan plan;
   plan.source = path;
   for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
+    const std::string key = key_text(entry.first, path);
     if (key == "stages") continue;
     if (key == "predicted") {
       plan.predicted = read_prediction(entry.second, path);
@@ -114,8 +109,11 @@ Plan parse_plan(const std::string& text, const std::string& path) {
   for (const YAML::Node& s : stages) {
     PlanStage stage;
     stage.where = at(path, s);
+    if (!s.IsMap())
+      H2_THROW(ConfigError, "{}: a stage is a map {{layers, chip, ranks}}{}", stage.where,
+               s.IsScalar() ? fmt::format(", not '{}'", s.Scalar()) : std::string());
     for (const auto& entry : s) {
-      const std::string key = entry.first.as<std::string>();
+      const std::string key = key_text(entry.first, path);
       if (key != "layers" && key != "chip" && key != "ranks")
         H2_THROW(ConfigError, "{}: unknown stage key '{}' (layers, chip, ranks)",
                  at(path, entry.first), key);
@@ -123,7 +121,11 @@ Plan parse_plan(const std::string& text, const std::string& path) {
     if (!s["layers"] || !s["chip"] || !s["ranks"])
       H2_THROW(ConfigError, "{}: a stage needs layers, chip and ranks", stage.where);
     std::tie(stage.first_layer, stage.last_layer) = parse_layers(s["layers"], stage.where);
-    stage.chip = s["chip"].as<std::string>();
+    if (!s["chip"].IsScalar())
+      H2_THROW(ConfigError,
+               "{}: chip must be one device spec (e.g. vchip:chip-a), not a list or map",
+               at(path, s["chip"]));
+    stage.chip = s["chip"].Scalar();
     try {
       stage.ranks = s["ranks"].as<std::vector<int>>();
     } catch (const YAML::Exception&) {
@@ -135,17 +137,38 @@ Plan parse_plan(const std::string& text, const std::string& path) {
   return plan;
 }
 
+}  // namespace
+
+Plan load_plan(const std::string& path) {
+  return parse_plan(read_input_file(path, "parallel.plan"), path);
+}
+
+Plan parse_plan(const std::string& text, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    H2_THROW(ConfigError, "{}:{}: not YAML: {}", path, e.mark.line + 1, e.msg);
+  }
+  try {
+    return plan_from_yaml(root, path);
+  } catch (const YAML::Exception& e) {  // a conversion the checks above did not anticipate
+    H2_THROW(ConfigError, "{}:{}: {}", path, e.mark.line + 1, e.msg);
+  }
+}
+
 void apply_plan(const Plan& plan, TrainConfig& c, int world_size) {
   for (const PlanSetting& s : plan.settings) {  // through the key table: checked like any key
     set_from_text(*find_key(s.key), c, s.value, s.where);
     c.origin[s.key] = s.where;
   }
   const int S = int(plan.stages.size());
-  const int chunks = int(c.parallel.chunks);
-  if (S % chunks != 0)
+  // In int64: int() of a large chunks value (a plan's 'chunks: 4294967296') could be 0.
+  const int64_t chunks = c.parallel.chunks;
+  if (chunks < 1 || S % chunks != 0)
     H2_THROW(ConfigError, "{}: {} stages do not go round the groups {} times (parallel.chunks)",
              plan.source, S, chunks);
-  const int P = S / chunks;
+  const int P = int(S / chunks);
   std::vector<std::string> layers, ranks, devices;
   int next_layer = 0, next_rank = 0;
   for (int i = 0; i < S; ++i) {
@@ -155,6 +178,11 @@ void apply_plan(const Plan& plan, TrainConfig& c, int world_size) {
                "{}: layers {}-{} do not continue at layer {} (stages cover the {} blocks once, "
                "in order)",
                s.where, s.first_layer, s.last_layer, next_layer, c.model.n_layers);
+    // Before any arithmetic on it: a last layer near INT_MAX would overflow next_layer.
+    if (s.last_layer >= c.model.n_layers)
+      H2_THROW(ConfigError,
+               "{}: layers {}-{} go past the model's last block {} (model.n_layers = {})", s.where,
+               s.first_layer, s.last_layer, c.model.n_layers - 1, c.model.n_layers);
     next_layer = s.last_layer + 1;
     layers.push_back(std::to_string(s.last_layer - s.first_layer + 1));
     if (i >= P) {  // interleaved: later rounds revisit the first round's groups

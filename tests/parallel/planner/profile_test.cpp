@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -211,6 +212,46 @@ TEST(Profile, BadTextIsRefusedNamingTheSource) {
   typed.replace(typed.find("\"chip-b\""), 8, "17");
   EXPECT_TRUE(has(config_error([&] { profile_from_json(typed, "t.json"); }), "t.json:"));
   EXPECT_TRUE(has(config_error([] { profile_from_json("[1, 2]", "a.json"); }), "a.json:"));
+}
+
+// Guards the numbers of a profile file. A rows key that is not a whole size made std::stoll throw
+// std::invalid_argument or out_of_range past the catch (fuzz finding profile-stoll); a key <= 0
+// overflowed ChipProfile::cost (profile-rows-overflow); an integer field holding a number outside
+// int64 (1e300, 2^64, which nlohmann holds as a double) was cast with undefined behaviour
+// (profile-floatcast). Each is a ConfigError naming the source, the field and the value.
+TEST(Profile, RowsKeysAndIntegersOutOfRangeAreRefusedNamingTheValue) {
+  const std::string text = to_json(sample());
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string changed = text;
+    const size_t at = changed.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? changed : changed.replace(at, from.size(), to);
+  };
+  for (const std::string key : {"x", "0", "-1", "-9223372036854775808", "99999999999999999999",
+                                "2147483649", "8 ", "1e3", ""}) {
+    const std::string why =
+        config_error([&] { profile_from_json(with("\"8\": {", "\"" + key + "\": {"), "r.json"); });
+    EXPECT_TRUE(has(why, "r.json: rows key '" + key + "' is not a micro-batch size")) << why;
+  }
+  EXPECT_EQ(profile_from_json(with("\"8\": {", "\"2147483648\": {"), "r.json").by_rows.size(), 3u);
+  // Written -> shown (2^64 is read as the double nearest to it).
+  for (const auto& written_shown : {std::pair<std::string, std::string>{"1e+300", "1e+300"},
+                                    {"-1e+300", "-1e+300"},
+                                    {"18446744073709551616", "1.8446744073709552e+19"},
+                                    {"2.5", "2.5"},
+                                    {"-3", "-3"}}) {
+    const std::string value = written_shown.first, shown = written_shown.second;
+    const std::string why = config_error(
+        [&] { profile_from_json(with("\"dim\": 24,", "\"dim\": " + value + ","), "d.json"); });
+    EXPECT_TRUE(has(why, "d.json: model.dim = " + shown + " is not an integer")) << why;
+  }
+  for (const std::string value : {"1e+300", "4611686018427387905", "-1", "0.5"}) {
+    const std::string why = config_error([&] {
+      profile_from_json(with("\"stash_bytes\": 1000,", "\"stash_bytes\": " + value + ","),
+                        "s.json");
+    });
+    EXPECT_TRUE(has(why, "s.json: rows 1 embedding stash_bytes = " + value)) << why;
+  }
 }
 
 // Rows 2, 4 and 8 measured; every field of a unit is (rows-dependent) linear data, so each

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "train/checkpoint/checkpoint.h"
@@ -90,6 +91,53 @@ TEST(Manifest, RoundTripsAndRejectsGapsAndUnknownFiles) {
     FAIL() << "a piece in an unlisted file was accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("b.safetensors"), std::string::npos) << e.what();
+  }
+}
+
+// Guards the manifest's integers (fuzz finding manifest-floatcast): a step, world_size, shape,
+// rows or bytes outside its type (1e300, -9.2e19, 2^64, which nlohmann holds as doubles) was cast
+// with undefined behaviour by get<int64_t>(), a fraction truncated. Each is a ConfigError naming
+// the manifest, the field and the value.
+TEST(Manifest, IntegersOutsideTheirRangeAreRefusedNamingTheField) {
+  Manifest m;
+  m.step = 12;
+  m.world_size = 2;
+  m.files["a.safetensors"] = {100, 42};
+  m.model["w"] = {DType::f32, Shape{5, 3}, {{"a.safetensors", "model/w", 0, 5}}};
+  const nlohmann::json valid = nlohmann::json::parse(manifest_to_json(m));
+  ASSERT_EQ(manifest_from_json(valid.dump(), "dir/manifest.json"), m);
+  struct Case {
+    std::vector<std::string> path;  // the field, from the top
+    nlohmann::json value;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{{"step"}, 1e300, "dir/manifest.json: step = 1e+300 is not an integer"},
+           Case{{"step"}, -9.2e19, "step = -9.2e+19"},
+           Case{{"step"}, 2.5, "step = 2.5"},
+           Case{{"step"}, -1, "step = -1 is not an integer in [0, "},
+           Case{{"world_size"}, 4294967297ULL, "world_size = 4294967297"},
+           Case{{"world_size"}, 0, "world_size = 0"},
+           Case{{"version"}, 1e300, "manifest version 1e+300"},
+           Case{{"files", "a.safetensors", "bytes"},
+                1.8446744073709552e19,
+                "file 'a.safetensors' bytes = 1.8446744073709552e+19"},
+           Case{{"model", "w", "shape", "1"}, 1e300, "model tensor 'w' shape = 1e+300"},
+           Case{{"model", "w", "shape", "0"}, -5, "model tensor 'w' shape = -5"},
+           Case{
+               {"model", "w", "pieces", "0", "rows", "1"}, 1e300, "model tensor 'w' rows = 1e+300"},
+       }) {
+    nlohmann::json j = valid;
+    nlohmann::json* field = &j;
+    for (const std::string& step : c.path)
+      field = field->is_array() ? &(*field)[std::stoul(step)] : &(*field)[step];
+    *field = c.value;
+    try {
+      manifest_from_json(j.dump(), "dir/manifest.json");
+      ADD_FAILURE() << c.says << ": accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -125,5 +125,63 @@ TEST(Safetensors, OversizedOrNonObjectHeadersAreRefused) {
   EXPECT_THROW(read_safetensors(array), ConfigError);
 }
 
+// The ConfigError message of decoding a file with JSON header `header` and `data_bytes` zero
+// bytes of data ("accepted" when it decodes).
+std::string decode_error(const std::string& header, size_t data_bytes) {
+  std::string file(8, '\0');
+  const uint64_t length = header.size();
+  std::memcpy(file.data(), &length, 8);
+  file += header;
+  file.append(data_bytes, '\0');
+  try {
+    decode_safetensors(std::as_bytes(std::span(file)), "x.safetensors");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+// Guards the header's integers: a shape or data_offsets element outside int64 (1e300, or 2^64,
+// which nlohmann holds as a double) was cast with undefined behaviour (fuzz finding
+// safetensors-floatcast), a negative extent raised a plain Error; each is a ConfigError naming the
+// file, the tensor and the value.
+TEST(Safetensors, HeaderIntegersOutsideTheirRangeAreRefusedNamingTheValue) {
+  auto entry = [](const std::string& shape, const std::string& offsets) {
+    return R"({"w": {"dtype": "F32", "shape": )" + shape + R"(, "data_offsets": )" + offsets + "}}";
+  };
+  EXPECT_EQ(decode_error(entry("[2, 1]", "[0, 8]"), 8), "accepted");
+  for (const char* shape : {"[2, 1e300]", "[18446744073709551616]", "[-1]", "[1.5]", "[\"2\"]"}) {
+    const std::string why = decode_error(entry(shape, "[0, 8]"), 8);
+    EXPECT_NE(why.find("x.safetensors: tensor 'w' shape = "), std::string::npos) << why;
+  }
+  EXPECT_NE(decode_error(entry("2", "[0, 8]"), 8).find("shape is a JSON number"),
+            std::string::npos);
+  for (const char* offsets : {"[0, 1e300]", "[0, 18446744073709551616]", "[-8, 0]"}) {
+    const std::string why = decode_error(entry("[2]", offsets), 8);
+    EXPECT_NE(why.find("x.safetensors: tensor 'w' data_offsets = "), std::string::npos) << why;
+  }
+}
+
+// Guards dtype_storage_bytes(dtype, numel), whose n * bits overflowed int64 for shape
+// [2^61, 2] F32 (fuzz finding safetensors-storage-bytes-overflow; wrapped, such a tensor of 0
+// bytes was accepted): a shape with more elements than the data holds is refused first.
+TEST(Safetensors, ShapesLargerThanTheDataAreRefusedBeforeTheirSize) {
+  const std::string huge =
+      R"({"w": {"dtype": "F32", "shape": [2305843009213693952, 2], "data_offsets": [0, 0]}})";
+  const std::string why = decode_error(huge, 0);
+  EXPECT_NE(why.find("x.safetensors: tensor 'w' has shape [2305843009213693952, 2]: more F32 "
+                     "elements than the 0 data bytes hold"),
+            std::string::npos)
+      << why;
+  // Empty, but Shape::numel() would overflow before reaching the 0.
+  EXPECT_NE(decode_error(R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296, 0], )"
+                         R"("data_offsets": [0, 0]}})",
+                         0)
+                .find("its extents multiply past 2^63"),
+            std::string::npos);
+  EXPECT_EQ(decode_error(R"({"w": {"dtype": "F32", "shape": [3, 0], "data_offsets": [0, 0]}})", 0),
+            "accepted");
+}
+
 }  // namespace
 }  // namespace h2::checkpoint

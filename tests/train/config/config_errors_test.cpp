@@ -90,7 +90,43 @@ TEST_F(ConfigErrorTest, OutOfRange) {
   expect_config_error([&] { load_config(path); },
                       {path + ":3:", "data.val_fraction = 1", "in [0, 1)"});
   expect_set_error("data.val_fraction=-0.1", {"--set", "data.val_fraction = -0.1", "in [0, 1)"});
-  expect_set_error("train.grad_accum=0", {"--set", "train.grad_accum = 0", ">= 1"});
+  expect_set_error("train.grad_accum=0", {"--set", "train.grad_accum = 0", "in [1, 1048576]"});
+}
+
+// Guards the counts the plan turns into int and multiplies: bucket_mb 1e300 overflowed the
+// float-to-size_t cast, chunks 2147483647 the stage count, n_layers 2147483647 the unit count
+// (layers + 2), a grad_accum past INT_MAX was truncated (fuzz findings train_config-*). Each
+// is out of its key's range, named with where it was set.
+TEST_F(ConfigErrorTest, CountsThatWouldOverflowThePlanAreOutOfRange) {
+  expect_yaml_error("parallel:\n  bucket_mb: 1e300\n",
+                    {file() + ":4:", "parallel.bucket_mb = 1e300", "out of range", "1048576]"});
+  expect_yaml_error("model:\n  n_layers: 2147483647\n",
+                    {file() + ":4:", "model.n_layers = 2147483647", "in [1, 1048576]"});
+  expect_set_error("parallel.chunks=2147483647",
+                   {"--set", "parallel.chunks = 2147483647", "in [1, 1048576]"});
+  for (const char* key :
+       {"parallel.lead", "parallel.replicas", "parallel.gather_group", "parallel.segment_kb",
+        "train.grad_accum", "precision.delayed_history", "precision.delayed_margin"})
+    expect_set_error(std::string(key) + "=4294967296",
+                     {"--set", std::string(key) + " = 4294967296", "out of range"});
+  TrainConfig c;
+  apply_override(c, "model.n_layers=1048576");  // the bound itself is allowed
+  EXPECT_EQ(c.model.n_layers, 1048576);
+}
+
+// Guards dump_json (nlohmann throws type_error 316 on a string that is not UTF-8, fuzz finding
+// train_config-dump_json-utf8): a string key holding invalid UTF-8 is refused where it is set,
+// naming the key and the byte; valid multi-byte text still dumps.
+TEST_F(ConfigErrorTest, StringsMustBeUtf8) {
+  expect_yaml_error("cluster:\n  devices: 'vchip:chip-a,vchip:ch\x90ip-b'\n",
+                    {file() + ":4:", "cluster.devices = 'vchip:chip-a,vchip:ch\\x90ip-b'",
+                     "not valid UTF-8 (byte 0x90 at offset 21)"});
+  TrainConfig c;
+  for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\xf4\x90\x80\x80", "\xff"})
+    expect_config_error([&] { apply_override(c, std::string("log.trace_file=") + bad); },
+                        {"--set", "log.trace_file", "not valid UTF-8"});
+  apply_override(c, "log.trace_file=\xe2\x82\xac-\xf0\x9f\x98\x80-\xc3\xa9.json");
+  EXPECT_NE(dump_json(c).find("\xe2\x82\xac-\xf0\x9f\x98\x80-\xc3\xa9.json"), std::string::npos);
 }
 
 TEST_F(ConfigErrorTest, HeadsMustDivideDim) {

@@ -84,5 +84,18 @@ TEST(JobPlan, OneRankPerStageWithoutStageRanks) {
   EXPECT_FALSE(p.wire_dtype.has_value());
 }
 
+// Guards the stage count groups x chunks, formed in int: chunks 2147483647 overflowed it (fuzz
+// finding train_config-chunks-overflow). A config holding such a count (the key table bounds
+// those it loads) is refused naming the keys, before any layout is built.
+TEST(JobPlan, StageCountsPastTheModelAreRefusedWithoutOverflow) {
+  TrainConfig c = base();
+  c.parallel.mode = ParallelMode::pipeline;
+  c.parallel.schedule = ScheduleKind::kInterleaved1F1B;
+  c.parallel.chunks = 2147483647;
+  test::expect_config_error(
+      [&] { plan_from_config(c, 2); },
+      {"2 stage groups x parallel.chunks 2147483647", "4294967294 stages", "model's 4 blocks"});
+}
+
 }  // namespace
 }  // namespace h2::config

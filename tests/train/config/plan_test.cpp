@@ -68,6 +68,52 @@ TEST(Plan, RefusesBrokenPlansNamingWhere) {
   EXPECT_THROW(load_plan("/nonexistent/plan.yaml"), ConfigError);
 }
 
+// Guards the YAML shapes parse_plan did not expect, which escaped as YAML::BadSubscript or
+// YAML::TypedBadConversion (fuzz findings plan_file-yaml-*): a stage that is a scalar, a list as a
+// key of the plan or of a stage, a list as the chip. Each is a ConfigError naming the line.
+TEST(Plan, YamlOfTheWrongShapeIsAConfigErrorNamingTheLine) {
+  const std::string stage = "  - {layers: 0-5, chip: cpu, ranks: [0]}\n";
+  expect_refused("stages: [1]\n", 1, {"plan.yaml:1", "a stage is a map", "not '1'"});
+  expect_refused("? [replicas]\n: 1\nstages:\n" + stage, 1,
+                 {"plan.yaml:1", "a plan key must be a plain name"});
+  expect_refused("stages:\n  - {? [layers] : 0-5, chip: cpu, ranks: [0]}\n", 1,
+                 {"plan.yaml:2", "a plan key must be a plain name"});
+  expect_refused("stages:\n  - {layers: 0-5, chip: [x], ranks: [0]}\n", 1,
+                 {"plan.yaml:2", "chip must be one device spec"});
+  expect_refused(
+      "stages:\n? - {layers: 0-1, chip: cpu, ranks: [0]}\n"
+      "  - {layers: 3-3, chip: cpu, ralks: [1]}\n",
+      1, {"plan.yaml:2", "a plan key must be a plain name"});
+}
+
+// Guards apply_plan's division by parallel.chunks: 'chunks: 4294967296' became 0 through int()
+// and S % chunks raised SIGFPE (fuzz finding plan_file-chunks-div0). The file's value is out of
+// the key's range; a config holding it is refused without dividing by zero.
+TEST(Plan, ChunksBeyondIntAreRefusedNotDividedBy) {
+  expect_refused(
+      "chunks: 4294967296\nschedule: interleaved-1f1b\nstages:\n"
+      "  - {layers: 0-5, chip: cpu, ranks: [0]}\n",
+      1, {"plan.yaml:1", "parallel.chunks = 4294967296", "out of range"});
+  TempDir dir;
+  const std::string path =
+      dir.write("plan.yaml", "stages:\n  - {layers: 0-5, chip: cpu, ranks: [0]}\n");
+  TrainConfig c = six_layers();
+  c.parallel.chunks = int64_t(1) << 32;
+  test::expect_config_error([&] { apply_plan(load_plan(path), c, 1); },
+                            {"go round the groups 4294967296 times"});
+}
+
+// Guards next_layer = last_layer + 1: 'layers: 0-2147483647' overflowed int (fuzz finding
+// plan_file-layer-overflow). A stage past the model's last block is refused first.
+TEST(Plan, LayersPastTheModelAreRefusedBeforeAnyArithmetic) {
+  expect_refused(
+      "stages:\n  - {layers: 0-2147483647, chip: cpu, ranks: [0]}\n"
+      "  - {layers: 3-3, chip: cpu, ranks: [1]}\n",
+      2, {"plan.yaml:2", "layers 0-2147483647", "past the model's last block 5"});
+  expect_refused("stages:\n  - {layers: 0-6, chip: cpu, ranks: [0]}\n", 1,
+                 {"layers 0-6", "model.n_layers = 6"});
+}
+
 TEST(Plan, MemoryEstimateCountsParametersAndScalesWithGroupAndStash) {
   TrainConfig c = six_layers();
   c.model.dim = 64;
