@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds, and runs the whole test suite with CTest. Tests labelled
-# `cuda` run only where a GPU is visible (nvidia-smi -L lists one); everything else always runs.
+# Installs the dependencies, builds, and runs the whole test suite with CTest, then the short fuzz
+# tier (every parser's libFuzzer target for H2_FUZZ_SECONDS, default 10, under ASan and UBSan;
+# 0 skips it). Tests labelled `cuda` run only where a GPU is visible (nvidia-smi -L lists one);
+# everything else always runs. Longer tiers, by hand or nightly: tools/fuzz.sh --seconds 600,
+# tools/sanitize.sh (ASan+UBSan and TSan builds of the CPU tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ $(id -u) -eq 0 ]]; then bash scripts/install_deps.sh; else sudo bash scripts/install_deps.sh; fi
@@ -21,3 +24,7 @@ if ! (command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep 
   exclude=(-LE cuda)
 fi
 ctest --test-dir build --output-on-failure -j "$(nproc)" "${exclude[@]}"
+fuzz_seconds=${H2_FUZZ_SECONDS:-10}
+if [[ $fuzz_seconds != 0 ]]; then
+  bash tools/fuzz.sh --seconds "$fuzz_seconds" --jobs "$(nproc)"
+fi
