@@ -92,8 +92,8 @@ std::vector<float> tensor_to_floats(const Tensor& tensor) {
   std::vector<std::byte> bytes = download(tensor);
   std::vector<float> values(size_t(tensor.numel()));
   switch (tensor.dtype()) {
-    case DType::f32:
-      std::memcpy(values.data(), bytes.data(), bytes.size());
+    case DType::f32:  // no copy of nothing: memcpy's pointers must not be null, even for 0 bytes
+      if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
       break;
     case DType::bf16:
     case DType::f16:

@@ -65,7 +65,7 @@ void pairwise_all_to_all(Exchange& ex, std::byte* out, std::span<const size_t> r
     const int to = mod(r + d, n);
     ops.push_back(ex.send(to, 0, in + send_offsets[to], send_bytes[to]));
   }
-  std::memmove(out + recv_offsets[r], in + send_offsets[r], send_bytes[r]);
+  if (send_bytes[r] > 0) std::memmove(out + recv_offsets[r], in + send_offsets[r], send_bytes[r]);
   ex.wait_all(ops);
 }
 

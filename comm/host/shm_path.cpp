@@ -94,7 +94,7 @@ void ShmPath::all_reduce(std::byte* out, const std::byte* in, int64_t count, DTy
   // Rank order on every rank: the same bits everywhere. Reading every input before writing `out`
   // (which may be `in`, already copied to this rank's page) keeps in-place calls correct.
   const int n = slots_.size();
-  std::memcpy(out, slots_.data(0, sequence_), bytes);
+  if (bytes > 0) std::memcpy(out, slots_.data(0, sequence_), bytes);  // out is null for 0 bytes
   for (int r = 1; r < n; ++r)
     reduce_elements(out, out, slots_.data(r, sequence_), count, dtype, op);
   if (op == ReduceOp::avg) finish_avg(out, count, dtype, n);

@@ -146,7 +146,7 @@ void write_token_file(const std::string& path, std::span<const int32_t> tokens) 
   File file(std::fopen(path.c_str(), "wb"));
   if (!file) H2_THROW(Error, "{}: cannot create token file: {}", path, std::strerror(errno));
   bool ok = std::fwrite(header.data(), 4, header.size(), file.get()) == header.size() &&
-            std::fwrite(raw.data(), 2, raw.size(), file.get()) == raw.size();
+            (raw.empty() || std::fwrite(raw.data(), 2, raw.size(), file.get()) == raw.size());
   ok = (std::fclose(file.release()) == 0) && ok;
   if (!ok) H2_THROW(Error, "{}: writing the token file failed: {}", path, std::strerror(errno));
 }
