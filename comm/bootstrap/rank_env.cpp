@@ -382,7 +382,7 @@ int derived_store_port(const std::string& job_id) {
     hash ^= c;
     hash *= 1099511628211ull;
   }
-  return 20000 + static_cast<int>(hash % 40000);
+  return kDerivedPortFirst + static_cast<int>(hash % (kDerivedPortEnd - kDerivedPortFirst));
 }
 
 }  // namespace h2::comm

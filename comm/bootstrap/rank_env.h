@@ -50,8 +50,14 @@ RankInfo discover_rank(const EnvLookup& env);
 // 32 random hex digits from std::random_device.
 std::string random_token();
 
-// A port in [20000, 60000) from the FNV-1a hash of `job_id`, stable across processes, builds and
-// platforms: every rank of a one-node job started without a store address computes the same one.
+// A port in [kDerivedPortFirst, kDerivedPortEnd) from the FNV-1a hash of `job_id`, stable across
+// processes, builds and platforms: every rank of a one-node job started without a store address
+// computes the same one. The range ends where Linux's ephemeral ports begin
+// (/proc/sys/net/ipv4/ip_local_port_range: 32768-60999 by default), so no socket the kernel numbers
+// for itself (another job's listener on port 0, an outgoing connection) can hold it; in that range
+// a CI run of concurrent tests once found its port taken ("Address already in use").
+inline constexpr int kDerivedPortFirst = 20000;
+inline constexpr int kDerivedPortEnd = 32768;
 int derived_store_port(const std::string& job_id);
 
 }  // namespace h2::comm
