@@ -87,7 +87,9 @@ class SharedSlots {
       uint64_t sequence;  // atomic through std::atomic_ref
       int64_t count;
       uint16_t signature;
-      std::byte data[kDataBytes];  // from byte 24: its first 40 bytes share the sequence's line
+      // From byte 32 (aligned for every element type and 16-byte vector loads: the reductions
+      // read it as float, int64 ...); its first 32 bytes share the sequence's cache line.
+      alignas(16) std::byte data[kDataBytes];
     };
     Page page[2];
     alignas(64) uint64_t finished;  // atomic through std::atomic_ref

@@ -292,7 +292,8 @@ std::optional<AbortNotice> UcxTransport::notice_from(int rank) const {
 
 void UcxTransport::notify_abort(const std::string& reason, int blamed) {
   if (worker_ == nullptr) return;
-  const int32_t header[2] = {rank_, blamed};
+  abort_payloads_.push_back({{rank_, blamed}, reason});  // UCX may read it until the worker goes
+  const AbortPayload& payload = abort_payloads_.back();
   std::vector<void*> sending;
   for (int peer = 0; peer < int(endpoints_.size()); ++peer) {
     if (peer == rank_ || peer_failed_[peer] || endpoints_[peer] == nullptr) continue;
@@ -300,8 +301,8 @@ void UcxTransport::notify_abort(const std::string& reason, int blamed) {
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_AM_SEND_FLAG_EAGER;
     ucs_status_ptr_t request =
-        ucp_am_send_nbx(endpoints_[peer], kAbortMessageId, header, sizeof(header), reason.data(),
-                        reason.size(), &param);
+        ucp_am_send_nbx(endpoints_[peer], kAbortMessageId, payload.header, sizeof(payload.header),
+                        payload.reason.data(), payload.reason.size(), &param);
     if (request != nullptr && !UCS_PTR_IS_ERR(request)) sending.push_back(request);
   }
   const auto deadline = Clock::now() + kAbortBudget;

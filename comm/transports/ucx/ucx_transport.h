@@ -9,6 +9,7 @@
 #include <ucp/api/ucp.h>
 
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,6 +103,15 @@ class UcxTransport final : public Transport {
   std::vector<OpId> free_ids_;
   std::optional<PeerFailure> failure_;
   std::unique_ptr<SharedSlots> slots_;  // every rank on this host (H2_COMM_SHM)
+  // The header and reason of every abort notice sent: a notice to a peer whose wire-up never
+  // finished stays queued in UCX after its request is freed and is packed when the endpoints
+  // close (ASan: a use after free of the caller's message), so the payload lives as long as the
+  // worker. One per failure, a few hundred bytes.
+  struct AbortPayload {
+    int32_t header[2];
+    std::string reason;
+  };
+  std::deque<AbortPayload> abort_payloads_;
 };
 
 }  // namespace h2::comm

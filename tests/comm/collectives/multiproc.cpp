@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -15,6 +16,7 @@
 
 #include "backends/registry.h"
 #include "comm/bootstrap/store_server.h"
+#include "comm/timeouts.h"
 #include "core/error.h"
 
 namespace h2::comm::testing {
@@ -38,7 +40,12 @@ using Clock = std::chrono::steady_clock;
     info.launcher = "test";
     info.store_port = port;
     info.token = token;
-    auto runtime = create_runtime();
+    // The ranks share the machine's cores as h2 train's ranks do (cli/train_command.cpp): one
+    // OpenMP team of every core per rank oversubscribes them and stalls the neighbours' barriers.
+    RuntimeOptions runtime_options = RuntimeOptions::from_env();
+    if (runtime_options.cpu.threads == 0)
+      runtime_options.cpu.threads = std::max(1, usable_cpu_count() / size);
+    auto runtime = create_runtime(runtime_options);
     WorldOptions world_options;
     world_options.serve_store = false;
     Device& device = runtime->device(options.device(rank));
@@ -149,6 +156,9 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const RunOpti
   std::vector<bool> done(size, false);
   std::vector<std::string> stacks(size);
   int remaining = size;
+  // Sanitizer builds run several times slower (tools/sanitize.sh sets the factor).
+  const char* slack = std::getenv("H2_TEST_TIMING_SLACK");
+  const int timing_slack = slack && std::atoi(slack) > 1 ? std::atoi(slack) : 1;
   while (remaining > 0) {
     for (int rank = 0; rank < size; ++rank) {
       if (done[rank]) continue;
@@ -163,7 +173,7 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const RunOpti
       outcome.message = read_all(pipes[rank]) + stacks[rank];
       close(pipes[rank]);
     }
-    if (Clock::now() - start > options.harness_limit) {
+    if (Clock::now() - start > options.harness_limit * timing_slack) {
       for (int rank = 0; rank < size; ++rank) {
         if (done[rank] || !stacks[rank].empty()) continue;
         stacks[rank] = "\nstacks when the harness gave up:\n" + stacks_of(pids[rank]);
@@ -186,6 +196,9 @@ std::string describe(const std::vector<RankOutcome>& outcomes) {
       text += "ok";
     else
       text += "exit " + std::to_string(o.exit_code) + " (" + o.message + ")";
+    char after[32];
+    std::snprintf(after, sizeof after, " after %.2f s", o.seconds);
+    text += after;
     text += "\n";
   }
   return text;

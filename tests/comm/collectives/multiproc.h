@@ -36,7 +36,8 @@ struct RunOptions {
   std::map<std::string, std::string> env;  // extra variables set in every rank
   // Called in the parent once every rank started, with their pids (to kill one, say).
   std::function<void(const std::vector<int>& pids)> while_running;
-  std::chrono::seconds harness_limit{240};  // ranks still alive then are killed
+  // Ranks still alive then are killed (times H2_TEST_TIMING_SLACK, set by tools/sanitize.sh).
+  std::chrono::seconds harness_limit{240};
   // The device each rank computes on ("cpu", "vchip:1", ...); decides the world's shape.
   std::function<std::string(int rank)> device = [](int) { return std::string("cpu"); };
 };

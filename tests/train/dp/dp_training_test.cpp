@@ -57,12 +57,11 @@ TEST(DataParallel, TwoRanksMatchOneProcessAccumulatingTheSameGlobalBatch) {
   ASSERT_EQ(b.loss.size(), 20u);
   expect_close(a.loss, b.loss, "training loss");
   expect_close(a.eval_loss, b.eval_loss, "evaluation loss");
-  EXPECT_LE(max_relative_difference(*checkpoint::latest_checkpoint(dp.checkpoint.dir),
-                                    *checkpoint::latest_checkpoint(single.checkpoint.dir)),
+  EXPECT_LE(max_relative_difference(newest_checkpoint(dp.checkpoint.dir),
+                                    newest_checkpoint(single.checkpoint.dir)),
             kParamTolerance);
   // The two ranks wrote one file each; the single process one.
-  auto manifest =
-      checkpoint::CheckpointReader(*checkpoint::latest_checkpoint(dp.checkpoint.dir)).manifest();
+  auto manifest = checkpoint::CheckpointReader(newest_checkpoint(dp.checkpoint.dir)).manifest();
   EXPECT_EQ(manifest.world_size, 2);
   EXPECT_EQ(manifest.files.size(), 2u);
 }
@@ -74,7 +73,7 @@ TEST(DataParallel, CheckpointsResumeAtAnotherWorldSize) {
   reference.checkpoint.dir = (dir / "reference").string();
   reference.log.metrics_file = (dir / "reference.jsonl").string();
   train(reference, 1);
-  const std::string want = *checkpoint::latest_checkpoint(reference.checkpoint.dir);
+  const std::string want = newest_checkpoint(reference.checkpoint.dir);
 
   // 2 ranks for 10 steps, then 1 process (2 micro-batches) for the other 10.
   config::TrainConfig first = small_config(dir);
@@ -89,7 +88,7 @@ TEST(DataParallel, CheckpointsResumeAtAnotherWorldSize) {
   second.train.grad_accum = 2;
   second.checkpoint.resume = true;
   train(second, 1);
-  EXPECT_LE(max_relative_difference(*checkpoint::latest_checkpoint(second.checkpoint.dir), want),
+  EXPECT_LE(max_relative_difference(newest_checkpoint(second.checkpoint.dir), want),
             kParamTolerance);
   const Curve resumed = read_metrics(dir / "two_then_one.jsonl");
   const Curve whole = read_metrics(dir / "reference.jsonl");
@@ -107,8 +106,7 @@ TEST(DataParallel, CheckpointsResumeAtAnotherWorldSize) {
   two.train.grad_accum = 1;
   two.checkpoint.resume = true;
   train(two, 2);
-  EXPECT_LE(max_relative_difference(*checkpoint::latest_checkpoint(two.checkpoint.dir), want),
-            kParamTolerance);
+  EXPECT_LE(max_relative_difference(newest_checkpoint(two.checkpoint.dir), want), kParamTolerance);
 }
 
 TEST(DataParallel, ACorruptedShardStopsTheResumeNamingTheFile) {
@@ -117,8 +115,7 @@ TEST(DataParallel, ACorruptedShardStopsTheResumeNamingTheFile) {
   cfg.train.steps = 4;
   cfg.checkpoint.dir = (dir / "run").string();
   train(cfg, 2);
-  const fs::path shard =
-      fs::path(*checkpoint::latest_checkpoint(cfg.checkpoint.dir)) / "rank_00001.safetensors";
+  const fs::path shard = fs::path(newest_checkpoint(cfg.checkpoint.dir)) / "rank_00001.safetensors";
   {
     std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-3, std::ios::end);

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
 
 #include "comm/world/world.h"
 #include "multiproc.h"
@@ -40,13 +42,28 @@ parallel: {bucket_mb: 0.01}
 }
 
 void train_on_ranks(const config::TrainConfig& cfg, int ranks) {
-  const auto outcomes = run_ranks(ranks, [&](RankContext& ctx) {
-    std::unique_ptr<comm::Communicator> alone = ranks > 1 ? nullptr : comm::loopback_communicator();
-    Trainer trainer(
-        cfg, ctx.runtime, [](const std::string&) {}, ranks > 1 ? ctx.comm() : *alone);
-    trainer.run();
-  });
+  // One thread per rank whatever the rank count, so that a run on n ranks and its one-process
+  // reference compute alike: a GEMM library's blocking, and so the order of its sums, may follow
+  // its thread count (1.9e-5 relative after 5 steps between 1 and 2 threads, pp2_gpipe).
+  comm::testing::RunOptions options;
+  options.env = {{"H2_NUM_THREADS", "1"}};
+  const auto outcomes = run_ranks(
+      ranks,
+      [&](RankContext& ctx) {
+        std::unique_ptr<comm::Communicator> alone =
+            ranks > 1 ? nullptr : comm::loopback_communicator();
+        Trainer trainer(
+            cfg, ctx.runtime, [](const std::string&) {}, ranks > 1 ? ctx.comm() : *alone);
+        trainer.run();
+      },
+      options);
   comm::testing::expect_all_ok(outcomes);
+}
+
+std::string newest_checkpoint(const std::string& dir) {
+  const std::optional<std::string> newest = checkpoint::latest_checkpoint(dir);
+  if (!newest) throw std::runtime_error("no checkpoint in '" + dir + "' (did the run fail?)");
+  return *newest;
 }
 
 Curve read_metrics(const fs::path& path) {

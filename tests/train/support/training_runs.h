@@ -23,6 +23,10 @@ config::TrainConfig small_config(const std::filesystem::path& dir, int layers = 
 // (cfg.parallel.mode says how it is used). Fails the test with every rank's message if one fails.
 void train_on_ranks(const config::TrainConfig& cfg, int ranks);
 
+// The newest checkpoint folder in `dir`; throws (failing the test) when there is none, e.g.
+// because the training run before it failed.
+std::string newest_checkpoint(const std::string& dir);
+
 struct Curve {
   std::map<int64_t, double> loss, eval_loss;
 };
