@@ -7,6 +7,9 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   libopenblas-openmp-dev     # BLAS for CPU GEMM; the OpenMP build nests cleanly inside our OpenMP kernels
+  libdnnl-dev                # oneDNN matmul: the CPU matmul op's GEMMs (AVX2/AVX-512/AMX at run time)
+  ocl-icd-opencl-dev         # OpenCL, which Debian's oneDNN CMake config requires (its GPU runtime)
+  libxsmm-dev                # the third GEMM library in bench/gemm_library_bench.cpp (bench only)
   libyaml-cpp-dev            # YAML configs and chip descriptions
   libboost-dev               # Boost.Asio (header-only) for the rendezvous store
   libucx-dev                 # UCX transport (shared memory, TCP, verbs)

@@ -3,8 +3,9 @@
 # before any training work with an exit code of 2 and a message that names the bad value, and
 # nothing is lost: a checkpoint folder that is a file, an unwritable trace file with
 # checkpoint.every 0, a second trainer on a folder in use, a checkpoint past train.steps, a
-# corrupted trainer.json, data that is a device, a 48 MB config, a NaN temperature; and a plan
-# file's malformed replicas (h2 plan --evaluate).
+# corrupted trainer.json, data that is a device, a 48 MB config, a model or batch far too large
+# (refused within 2x the memory of a plain refusal), a NaN temperature; and a plan file's
+# malformed replicas (h2 plan --evaluate).
 # Usage: hostile_input_test.sh H2_BINARY REPO_ROOT
 set -euo pipefail
 h2=$1
@@ -15,16 +16,35 @@ first=""
 trap '[[ -n $first ]] && kill $first 2>/dev/null; rm -rf "$work"' EXIT
 cd "$work"
 
-# expect_refusal NAME WANTED_TEXT COMMAND...: exit 2, the text in stderr, no training step run.
+# measured RSS_FILE COMMAND...: runs COMMAND and writes its peak resident set (KiB) to RSS_FILE.
+measured() {
+  /usr/bin/python3 -c '
+import resource, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(code)' "$@"
+}
+
+# expect_refusal NAME WANTED_TEXT COMMAND...: exit 2, the text in stderr, no training step run,
+# and nothing allocated for the bad request: the peak resident set stays within 2x that of the
+# first refusal (a config read and refused, about 30 MB), whatever the request would have needed.
+baseline_kib=""
 expect_refusal() {
   local name=$1 wanted=$2
   shift 2
   set +e
-  "$@" >out.log 2>err.log
+  measured rss.txt "$@" >out.log 2>err.log
   local code=$?
   set -e
   if [[ $code -ne 2 ]] || ! grep -qF -- "$wanted" err.log || grep -q "^step " out.log; then
     echo "$name: exit $code (want 2), stderr: $(cat err.log), stdout: $(tail -2 out.log)"
+    exit 1
+  fi
+  local rss
+  rss=$(cat rss.txt)
+  [[ -n $baseline_kib ]] || baseline_kib=$rss
+  if ((rss > 2 * baseline_kib)); then
+    echo "$name: refused at a peak of $rss KiB, more than 2x the first refusal's $baseline_kib KiB"
     exit 1
   fi
 }
@@ -80,6 +100,10 @@ expect_refusal "plan from a device" "parallel.plan '/dev/zero' is not a regular 
 expect_refusal "1M layers" "need about" "$h2" train "$tiny" --set model.n_layers=1000000
 expect_refusal "100M layers" "model.n_layers = 100000000 is out of range" \
   "$h2" train "$tiny" --set model.n_layers=100000000
+expect_refusal "a 4 GiB width" "need about" \
+  "$h2" train "$tiny" --set model.dim=4294967328
+expect_refusal "2e9 vocabulary" "need about" "$h2" train "$tiny" --set model.vocab_size=2000000000
+expect_refusal "1e8 batch" "need about" "$h2" train "$tiny" --set train.batch_size=100000000
 
 # A plan file's replicas are read through the key table: 'x2' is named with the file's line
 # (it was a bare "h2: error: stoll"), as in h2 plan --evaluate and h2 simulate --plan.
