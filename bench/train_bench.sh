@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training throughput: `h2 train` against its PyTorch peer (bench/train_peer_torch.py, same
-# architecture and shapes, f32, 2 threads), alternating runs, ROUNDS of each per shape, then the
+# architecture and shapes, f32, 2 threads), eager and torch.compile'd, alternating runs, ROUNDS of each per shape, then the
 # medians (bench/train_summary.py). Shapes:
 #   tiny: vocab 256, dim 128, 4 layers, 4 heads, ffn 344, seq 128, batch 8, tied head
 #   124m: vocab 50257, dim 768, 12 layers, 12 heads, ffn 2048, seq 256, batch 2, untied head
@@ -11,7 +11,9 @@
 # repeated when other processes used over 5% of a core during it (as bench/run_all.sh).
 # Usage: bench/train_bench.sh [OUT_DIR]   (default build/train-bench)
 #   env: ROUNDS (3), H2 (build/bin/h2), PY (.venv-bench/bin/python), THREADS (2), TRIES (10),
-#        SHAPES ("tiny 124m"), TINY_STEPS (40 timed, after 5 warm-up), BIG_STEPS (4, after 2)
+#        SHAPES ("tiny 124m"), TINY_STEPS (40 timed, after 5 warm-up), BIG_STEPS (4, after 2),
+#        DTYPE (f32; bf16: H2 trains in bf16, the peer under torch.autocast(cpu, bfloat16)),
+#        COMPILE (1: also the torch.compile'd peer; 0: eager only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/train-bench}
@@ -23,6 +25,13 @@ tries=${TRIES:-10}
 read -ra shapes <<<"${SHAPES:-tiny 124m}"
 tiny_steps=${TINY_STEPS:-40}
 big_steps=${BIG_STEPS:-4}
+dtype=${DTYPE:-f32}
+compile=${COMPILE:-1}
+case $dtype in
+  f32) h2_dtype=() peer_dtype=() ;;
+  bf16) h2_dtype=(--set train.dtype=bf16) peer_dtype=(--autocast-bf16) ;;
+  *) echo "DTYPE must be f32 or bf16, not '$dtype'" >&2; exit 2 ;;
+esac
 mkdir -p "$out"
 : >"$out/load.txt"
 
@@ -53,11 +62,14 @@ for shape in "${shapes[@]}"; do
   esac
   for i in $(seq "$rounds"); do
     # H2: text data (byte ids < 256 are valid for any vocab >= 256), no eval, no checkpoints.
-    run "h2.$shape.$i" "$h2" train configs/train/tiny.yaml "${h2_model[@]}" \
+    run "h2.$shape.$i" "$h2" train configs/train/tiny.yaml "${h2_model[@]}" "${h2_dtype[@]}" \
       --set train.steps=$((warm + steps)) --set train.grad_accum=1 --set train.eval_every=0 \
       --set checkpoint.dir= --set log.every=1 --set log.metrics_file="$out/h2.$shape.$i.jsonl"
-    run "torch.$shape.$i" "$py" bench/train_peer_torch.py "${peer_model[@]}" \
+    run "torch.$shape.$i" "$py" bench/train_peer_torch.py "${peer_model[@]}" "${peer_dtype[@]}" \
       --warmup "$warm" --steps "$steps" --threads "$threads"
+    # torch.compile compiles during the first warm-up steps: two more of them.
+    ((compile)) && run "torchc.$shape.$i" "$py" bench/train_peer_torch.py "${peer_model[@]}" \
+      "${peer_dtype[@]}" --compile --warmup "$((warm + 2))" --steps "$steps" --threads "$threads"
   done
   echo "$warm" >"$out/$shape.warmup"
 done

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """PyTorch peer of `h2 train`: a Llama of the same architecture as H2's (token embedding,
 n_layers x [RMSNorm, GQA attention with rotary embedding (rotate_half) and
-scaled_dot_product_attention(is_causal=True), RMSNorm, SwiGLU MLP], final RMSNorm, LM head tied
-to or untied from the embedding, no biases), float32 on the CPU with torch.set_num_threads
-(--threads), trained with AdamW (fused where the CPU build has it, else foreach), global
-gradient-norm clipping and cross-entropy on random tokens. Runs --warmup untimed steps, then
---steps timed ones, and prints one JSON line: tokens_per_s (all timed steps), step_ms (median),
-parameters and the settings. Peak memory is measured outside (/usr/bin/time -f %M)."""
+scaled_dot_product_attention(is_causal=True), RMSNorm, SwiGLU MLP], final RMSNorm (F.rms_norm
+where PyTorch has it), LM head tied to or untied from the embedding, no biases), float32 on the
+CPU with torch.set_num_threads (--threads), eager or torch.compile'd (--compile), trained with
+AdamW (fused where the CPU build has it, else foreach), global gradient-norm clipping and
+cross-entropy on random tokens. Runs --warmup untimed steps, then --steps timed ones, and prints
+one JSON line: tokens_per_s (all timed steps), step_ms (median), parameters and the settings.
+Peak memory is measured outside (/usr/bin/time -f %M)."""
 import argparse
 import json
 import math
@@ -26,6 +27,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
+        if hasattr(F, "rms_norm"):  # PyTorch 2.4+: the fused kernel a user would call
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
@@ -142,6 +145,8 @@ def main():
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--autocast-bf16", action="store_true",
                    help="forward under torch.autocast(cpu, bfloat16): BF16 GEMMs, FP32 weights")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (Inductor; compiled during the warm-up steps)")
     a = p.parse_args()
     a.n_kv_heads = a.n_kv_heads or a.n_heads
     a.tie_embeddings = not a.untied
@@ -150,6 +155,7 @@ def main():
     model = Llama(a)
     n_params = sum(x.numel() for x in model.parameters())
     opt, opt_kind = make_optimizer(model.parameters(), a.lr, a.weight_decay)
+    forward = torch.compile(model) if a.compile else model
     g = torch.Generator().manual_seed(a.seed)
     # Random tokens: (steps + warmup) batches of (B, T + 1), inputs and shifted targets.
     data = torch.randint(0, a.vocab_size, (a.warmup + a.steps, a.batch_size, a.seq_len + 1),
@@ -158,7 +164,7 @@ def main():
     def step(i):
         x, y = data[i, :, :-1], data[i, :, 1:]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast_bf16):
-            logits = model(x)
+            logits = forward(x)
         loss = F.cross_entropy(logits.float().view(-1, a.vocab_size), y.reshape(-1))
         loss.backward()
         if a.grad_clip > 0:
@@ -178,7 +184,8 @@ def main():
     tokens = a.batch_size * a.seq_len
     print(json.dumps({
         "peer": "torch", "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "optimizer": "AdamW " + opt_kind, "autocast_bf16": a.autocast_bf16, "parameters": n_params,
+        "optimizer": "AdamW " + opt_kind, "autocast_bf16": a.autocast_bf16, "compiled": a.compile,
+        "parameters": n_params,
         "tied": a.tie_embeddings, "tokens_per_step": tokens, "warmup": a.warmup,
         "steps": a.steps, "step_ms": 1e3 * statistics.median(times),
         "tokens_per_s": tokens * len(times) / sum(times),

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Summarises bench/train_bench.sh runs: per shape, the median over runs of each side's
-tokens/s (tokens per step / median step time after the warm-up), step ms, max RSS and, for H2,
-MFU (mean over the timed steps of each run, then the median over runs); H2/PyTorch ratios.
+"""Summarises bench/train_bench.sh runs: per shape, the median over runs of each side's (H2,
+PyTorch eager, PyTorch compiled) tokens/s (tokens per step / median step time after the
+warm-up), step ms, max RSS and, for H2, MFU (mean over the timed steps of each run, then the
+median over runs); H2 against the faster PyTorch column.
 Usage: train_summary.py OUT_DIR SHAPE..."""
 import glob
 import json
@@ -35,27 +36,35 @@ def med(runs, key):
 
 def main():
     out, shapes = sys.argv[1], sys.argv[2:]
-    print("| shape | H2 tok/s | PyTorch tok/s | ratio | H2 step ms | PyTorch step ms | H2 MFU "
-          "| H2 max RSS MiB | PyTorch max RSS MiB | H2 allocator peak MiB | runs |")
+    print("| shape | H2 tok/s | PyTorch eager tok/s | PyTorch compiled tok/s | H2 / best PyTorch "
+          "| H2 step ms | H2 MFU | H2 max RSS MiB | PyTorch max RSS MiB (eager, compiled) "
+          "| H2 allocator peak MiB | runs |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for shape in shapes:
         warm = int(open(f"{out}/{shape}.warmup").read())
-        h2, pt = [], []
+        h2 = []
         for j in sorted(glob.glob(f"{out}/h2.{shape}.*.jsonl")):
             r = h2_run(j, warm)
             r["rss"] = rss_mib(j[:-len(".jsonl")] + ".time")
             h2.append(r)
-        for t in sorted(glob.glob(f"{out}/torch.{shape}.*.log")):
-            r = torch_run(t)
-            r["rss"] = rss_mib(t[:-len(".log")] + ".time")
-            pt.append(r)
-        print(f"| {shape} | {med(h2, 'tok_s'):.0f} | {med(pt, 'tok_s'):.0f} | "
-              f"{med(h2, 'tok_s') / med(pt, 'tok_s'):.2f}x | {med(h2, 'step_ms'):.1f} | "
-              f"{med(pt, 'step_ms'):.1f} | {100 * med(h2, 'mfu'):.1f}% | {med(h2, 'rss'):.0f} | "
-              f"{med(pt, 'rss'):.0f} | {med(h2, 'alloc_peak_mib'):.0f} | {len(h2)} + {len(pt)} |")
+        peers = {}
+        for side in ("torch", "torchc"):
+            peers[side] = []
+            for t in sorted(glob.glob(f"{out}/{side}.{shape}.*.log")):
+                r = torch_run(t)
+                r["rss"] = rss_mib(t[:-len(".log")] + ".time")
+                peers[side].append(r)
+        tok = {side: med(runs, "tok_s") if runs else float("nan") for side, runs in peers.items()}
+        rss = {side: f"{med(runs, 'rss'):.0f}" if runs else "-" for side, runs in peers.items()}
+        best = max((v for v in tok.values() if v == v), default=float("nan"))
+        print(f"| {shape} | {med(h2, 'tok_s'):.0f} | {tok['torch']:.0f} | {tok['torchc']:.0f} | "
+              f"{med(h2, 'tok_s') / best:.2f}x | {med(h2, 'step_ms'):.1f} | "
+              f"{100 * med(h2, 'mfu'):.1f}% | {med(h2, 'rss'):.0f} | "
+              f"{rss['torch']}, {rss['torchc']} | {med(h2, 'alloc_peak_mib'):.0f} | "
+              f"{len(h2)} + {len(peers['torch'])} + {len(peers['torchc'])} |")
     print()
     for shape in shapes:
-        for side in ("h2", "torch"):
+        for side in ("h2", "torch", "torchc"):
             files = sorted(glob.glob(f"{out}/{side}.{shape}.*.time"))
             print(f"{shape} {side} max RSS per run (MiB): "
                   + ", ".join(f"{rss_mib(f):.0f}" for f in files))

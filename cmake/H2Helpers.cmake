@@ -7,11 +7,44 @@ function(h2_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
-  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60)
+  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${H2_TEST_ENVIRONMENT}"
+                       DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# What every test runs with: a given CPU peak for MFU figures. The peak is otherwise measured once
+# per machine (5 GEMMs of 2048^3) and cached in the user's home; measured beside other tests it
+# is a fraction of the real one and took 30-50 s (CI, a clean build folder).
+# tests/backends/cpu_peak_test.cpp measures it on purpose, into temporary caches. One variable
+# only: gtest_discover_tests (CMake 3.25) splits a list into separate properties; scripts/test.sh
+# also exports OMP_WAIT_POLICY=passive for tests run side by side.
+set(H2_TEST_ENVIRONMENT "H2_CPU_PEAK_GFLOPS=100")
+
+# h2_test_environment(): gives H2_TEST_ENVIRONMENT to every add_test of the calling folder (call
+# it after them; h2_add_test's tests have it already).
+function(h2_test_environment)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  if(tests)
+    # Scripts may run h2 with a peak of their own: any cache they write stays in the build folder.
+    set_property(TEST ${tests} APPEND PROPERTY ENVIRONMENT "${H2_TEST_ENVIRONMENT}"
+                                                           "XDG_CACHE_HOME=${PROJECT_BINARY_DIR}/test-cache")
+  endif()
 endfunction()
 
 # h2_add_backend(NAME SOURCES...): a backend library that may depend on core only.
 function(h2_add_backend name)
   add_library(h2_backend_${name} STATIC ${ARGN})
   target_link_libraries(h2_backend_${name} PUBLIC h2_core)
+endfunction()
+
+# h2_cpu_arch(TARGET) / h2_cpu_arch(SOURCE FILE...): compiles a target's sources, or single files,
+# with -march=${H2_CPU_ARCH} (the top-level CMakeLists explains the choice).
+function(h2_cpu_arch kind)
+  if(NOT H2_CPU_ARCH)
+    return()
+  endif()
+  if(kind STREQUAL "SOURCE")
+    set_property(SOURCE ${ARGN} APPEND PROPERTY COMPILE_OPTIONS -march=${H2_CPU_ARCH})
+  else()
+    target_compile_options(${kind} PRIVATE -march=${H2_CPU_ARCH})
+  endif()
 endfunction()

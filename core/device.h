@@ -145,6 +145,15 @@ class Device {
   // nullopt for real devices.
   virtual std::optional<PacingStats> pacing() const { return std::nullopt; }
 
+  // The dense-GEMM peak that MFU figures divide by, and where it came from. By default the
+  // device's own figure (props().peak); the CPU measures its machine's (cached, or
+  // H2_CPU_PEAK_GFLOPS), which may take half a second on its first call.
+  struct Peak {
+    double flops = 0;    // FLOP/s; 0 when unknown
+    std::string source;  // e.g. "chip-a's spec", "measured on this machine (...)"
+  };
+  virtual Peak mfu_peak(DType dtype) { return {props().peak(dtype), props().name + "'s spec"}; }
+
   // The runtime that registered this device (fallback and autocompare need the CPU device).
   Runtime& runtime() const;
   void attach_runtime(Runtime* runtime) { runtime_ = runtime; }

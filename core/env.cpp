@@ -22,6 +22,8 @@ constexpr EnvKnob kKnobs[] = {
     {"H2_CHECK_RTOL", "0", "autocompare relative tolerance; 0 uses the dtype's default"},
     {"H2_CPU_ALLOCATOR", "caching",
      "CPU allocator: caching (reuses blocks) or system (malloc/free)"},
+    {"H2_CPU_GEMM", "onednn",
+     "library of the CPU matmul op's GEMMs: onednn or openblas (docs/performance.md)"},
     {"H2_CPU_PEAK_GFLOPS", "0",
      "CPU peak FP32 GFLOP/s for MFU figures; 0 assumes 165 per thread (OpenBLAS SGEMM measured)"},
     {"H2_VCHIP_CONFIG", "",

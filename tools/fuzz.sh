@@ -3,8 +3,11 @@
 # (training configs, plan, chip and cluster files, safetensors, Hugging Face folders, checkpoint
 # manifests, token files, the store's wire frames, chip profiles) under ASan and UBSan.
 #
-# Usage: tools/fuzz.sh [--seconds N] [--jobs J] [--keep-going] [target...] [-- libFuzzer flags...]
+# Usage: tools/fuzz.sh [--seconds N] [--jobs J] [--keep-going] [--quick-build] [target...]
+#                     [-- libFuzzer flags...]
 #   --seconds N  fuzzing time per target (default 20)
+#   --quick-build  build with -O0 -gline-tables-only (H2_FUZZ_OPT_FLAGS; default -O1 -g): half
+#                the build time for a short run, fewer executions per second
 #   --jobs J     targets fuzzed at once (default 1); the build uses $H2_FUZZ_BUILD_JOBS or all cores
 #   --keep-going go on after a finding (libFuzzer -fork=1 -ignore_crashes=1 ...), to collect
 #                several findings per target in one run; the default stops a target at its first
@@ -19,11 +22,13 @@
 # script prints the file and the command that reproduces it, and exits 1. Logs:
 # build-fuzz/logs/NAME.log. Exit 0: no finding; 1: findings; 2: usage or build error.
 #
-# Tiers (measured here: 2 cores shared with other builds, niced, build at -j2):
-#   CI, every change:  tools/fuzz.sh          first build 4-5.5 min (75 instrumented files), a
-#                      rebuild after a parser change 1-2 min; the run 20 s per target, 10 targets:
-#                      156 s measured (3 targets stopped early at a finding), ~3.5 min when none
-#                      does (--jobs 2 halves it on 2 free cores).
+# Tiers (measured here: 2 cores, build at -j2):
+#   CI, every change:  scripts/test.sh runs tools/fuzz.sh --seconds 10 --jobs 2 --quick-build:
+#                      the -O1 -g build took 4-5.5 min (75 instrumented files) and the whole
+#                      phase 315 s in CI (session 28); the quick build 169 s here, alone; the
+#                      run 10 s per target, two at a time.
+#   By hand, default flags: tools/fuzz.sh   (20 s per target; a rebuild after a parser change
+#                      1-2 min)
 #   By hand, before a release or after touching a parser:
 #                      tools/fuzz.sh --seconds 600 [target...]   (the corpus grows between runs)
 # Run it niced where others build (nice -n 10 tools/fuzz.sh): every process it starts inherits that.
@@ -33,6 +38,7 @@ BUILD=${H2_FUZZ_BUILD_DIR:-build-fuzz}
 
 seconds=20
 jobs=1
+opt_flags="-O1 -g"
 keep_going=0
 targets=()
 extra=()
@@ -41,6 +47,7 @@ while (($#)); do
     --seconds) seconds=${2:?--seconds needs a value}; shift 2 ;;
     --jobs) jobs=${2:?--jobs needs a value}; shift 2 ;;
     --keep-going) keep_going=1; shift ;;
+    --quick-build) opt_flags="-O0 -gline-tables-only"; shift ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -59,12 +66,14 @@ done
 
 # Build: configure once, then ninja rebuilds what changed (and reconfigures if CMake files did).
 start=$(date +%s)
-if [[ ! -f $BUILD/build.ninja ]]; then
+configured_flags=$(sed -n 's/^H2_FUZZ_OPT_FLAGS:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+if [[ ! -f $BUILD/build.ninja || $configured_flags != "$opt_flags" ]]; then
   command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/install_deps.sh)" >&2; exit 2; }
   configure_log=$(mktemp)
   CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DH2_WITH_CUDA=OFF -DH2_WITH_NCCL=OFF -DH2_BUILD_TESTS=OFF -DH2_BUILD_BENCH=OFF \
-    -DH2_NATIVE_ARCH=OFF -DH2_FUZZ=ON >"$configure_log" 2>&1 ||
+    -DCMAKE_CXX_FLAGS_DEBUG= -DH2_WITH_CUDA=OFF -DH2_WITH_NCCL=OFF -DH2_BUILD_TESTS=OFF \
+    -DH2_BUILD_BENCH=OFF -DH2_FUZZ=ON -DH2_FUZZ_OPT_FLAGS="$opt_flags" \
+    >"$configure_log" 2>&1 ||
     { cat "$configure_log" >&2; rm -f "$configure_log"; echo "fuzz.sh: configure failed" >&2; exit 2; }
   mv "$configure_log" "$BUILD/configure.log"
 fi

@@ -16,7 +16,7 @@ checkpoint::RankContents rank_contents(const std::vector<parallel::StatePiece>& 
                    const Tensor& t) {
       out.push_back(
           {name, t.dtype(), t.shape(), begin, end,
-           begin < end ? checkpoint::store_rows(t, begin, end) : checkpoint::StoredTensor{}});
+           begin < end ? checkpoint::rows_source(t, begin, end) : checkpoint::TensorSource{}});
     };
     own(mine.model, piece.name, piece.master);
     own(mine.optimizer, "m/" + piece.name, piece.m);

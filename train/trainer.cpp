@@ -104,6 +104,7 @@ struct Trainer::State {
   optim::LrSchedule schedule;
   double flops_per_token = 0;
   double peak_flops = 0;            // the job's: every rank's device peak added
+  std::string peak_source;          // where rank 0's device's peak came from (Device::mfu_peak)
   bool mfu_explained = false;       // an MFU above 100% was explained in the log
   lowp::PrecisionPolicy precision;  // the block linears' GEMM recipes over the run
   // The sampler position (global micro-batches drawn) at the start of step `base_step`.
@@ -148,8 +149,9 @@ struct Trainer::State {
     precision = config::precision_policy(cfg);
     flops_per_token = training_flops_per_token(llama, num_parameters);
     // Every rank's peak, for MFU: mixed clusters add different chips.
-    for (const auto& peak :
-         parallel::gather_doubles(job, rt.cpu(), {device.props().peak(cfg.train.dtype)}))
+    const Device::Peak own_peak = device.mfu_peak(cfg.train.dtype);
+    peak_source = own_peak.source;
+    for (const auto& peak : parallel::gather_doubles(job, rt.cpu(), {own_peak.flops}))
       peak_flops += peak[0];
     engine = std::make_unique<parallel::PlanRuntime>(
         plan, *model, job, cfg.model.seq_len,
@@ -253,9 +255,9 @@ struct Trainer::State {
     if (m.mfu > 1 && !mfu_explained) {  // a figure that cannot be: say why, once
       print(fmt::format(
           "warning: mfu {:.0f}% is above 100%: the job's peak it divides by ({:.1f} GFLOP/s, every "
-          "rank's device added) is below the speed reached; virtual chips run unpaced "
-          "(H2_VCHIP_TIME_SCALE=0) or H2_CPU_PEAK_GFLOPS is set too low",
-          100 * m.mfu, peak_flops / 1e9));
+          "rank's device added; rank 0's: {}) is below the speed reached; virtual chips run "
+          "unpaced (H2_VCHIP_TIME_SCALE=0) or H2_CPU_PEAK_GFLOPS is set too low",
+          100 * m.mfu, peak_flops / 1e9, peak_source));
       mfu_explained = true;
     }
     const auto stats = parallel::pipeline::gather_step_stats(job, runtime.cpu(), *timeline);
@@ -339,6 +341,8 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
   State& s = *state_;
   const auto& t = s.config.train;
   s.print(describe());
+  s.print(fmt::format("mfu divides by {:.1f} GFLOP/s: {}{}", s.peak_flops / 1e9, s.peak_source,
+                      s.job.size() > 1 ? "; every rank's device added" : ""));
 
   TrainSummary summary;
   const bool checkpoints = !s.config.checkpoint.dir.empty();
@@ -354,7 +358,9 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
                           {{"config", nlohmann::json::parse(config::dump_json(s.config))},
                            {"version", version_text("h2")},
                            {"ranks", s.job.size()},
-                           {"plan", s.plan.str()}});
+                           {"plan", s.plan.str()},
+                           {"peak_flops", s.peak_flops},
+                           {"peak_source", s.peak_source}});
     if (!s.resumed_from.empty())
       s.metrics.write_event("resume", first_step, {{"checkpoint", s.resumed_from}});
   }

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string>
 
+#include "backends/cpu/cpu_peak.h"
+#include "backends/cpu/kernel_isa.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -39,6 +41,7 @@ CpuOptions CpuOptions::from_env() {
   if (allocator != "caching" && allocator != "system")
     H2_THROW(ConfigError, "H2_CPU_ALLOCATOR='{}' is not 'caching' or 'system'", allocator);
   options.caching_allocator = allocator == "caching";
+  options.gemm = parse_gemm_provider(env_string("H2_CPU_GEMM"), "H2_CPU_GEMM");
   return options;
 }
 
@@ -55,7 +58,14 @@ double HostEvent::elapsed_ms_since(const Event& start) const {
 }
 
 CpuDevice::CpuDevice(const CpuOptions& options)
-    : allocator_("cpu:0", 0, options.caching_allocator), stream_(*this) {
+    : allocator_("cpu:0", 0, options.caching_allocator),
+      context_(options.gemm),
+      stream_(*this, context_) {
+  peak_gflops_setting_ = options.peak_gflops;
+  // isa_guard.cpp stopped the process at load already; this keeps that file linked into every
+  // binary with a CPU device, and says the same to a caller that catches errors.
+  const uint32_t missing_isa = kernel_isa_mask() & ~cpu_isa_mask();
+  H2_CHECK(missing_isa == 0, "{}", isa_mismatch_message(missing_isa, kernel_arch()));
   if (options.threads > 0) {
     kernel_thread_setting().store(options.threads);
     openblas_set_num_threads(options.threads);  // for GEMMs called outside our parallel regions
@@ -73,6 +83,38 @@ CpuDevice::CpuDevice(const CpuOptions& options)
   // f8e4m3, f8e5m2, f4e2m1: the codes of quantize and qmatmul (emulated: decoded to FP32).
   props_.dtypes = {DType::f32,    DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2,
                    DType::f4e2m1, DType::i32,  DType::i64, DType::u8};
+}
+
+std::string gemm_provider_name(GemmProvider provider) {
+  return provider == GemmProvider::onednn ? "onednn" : "openblas";
+}
+
+GemmProvider parse_gemm_provider(const std::string& name, const std::string& where) {
+  if (name == "onednn") return GemmProvider::onednn;
+  if (name == "openblas") return GemmProvider::openblas;
+  H2_THROW(ConfigError, "{}='{}' is not a GEMM library: use onednn or openblas", where, name);
+}
+
+KernelContext& kernel_context(Stream& stream) {
+  auto* context = static_cast<KernelContext*>(stream.native_handle());
+  H2_CHECK(context != nullptr, "a CPU kernel ran on {}'s stream, which has no CPU kernel context",
+           stream.device().id().str());
+  return *context;
+}
+
+Device::Peak CpuDevice::mfu_peak(DType dtype) {
+  if (peak_gflops_setting_ > 0)
+    return {peak_gflops_setting_ * 1e9,
+            fmt::format("H2_CPU_PEAK_GFLOPS={:g}", peak_gflops_setting_)};
+  const bool bf16 = dtype == DType::bf16 && context_.gemm_provider() == GemmProvider::onednn &&
+                    context_.onednn().native_bf16();
+  std::lock_guard lock(peak_mutex_);
+  auto it = measured_peaks_.find(bf16);
+  if (it == measured_peaks_.end()) {
+    const CpuPeak peak = cpu_gemm_peak(context_, kernel_threads(), bf16, default_peak_cache());
+    it = measured_peaks_.emplace(bf16, Peak{peak.gflops * 1e9, peak.source}).first;
+  }
+  return it->second;
 }
 
 void CpuDevice::copy_bytes(void* dst, bool, const void* src, bool, size_t bytes, Stream&) {

@@ -2,9 +2,12 @@
 // thread with OpenMP workers. Its stream is synchronous: work is complete when the call returns.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "backends/cpu/caching_allocator.h"
+#include "backends/cpu/kernel_context.h"
 #include "core/device.h"
 #include "core/op_catalogue.h"
 
@@ -13,19 +16,24 @@ namespace h2::cpu {
 struct CpuOptions {
   int threads = 0;  // 0: OpenMP's default (every core)
   bool caching_allocator = true;
-  double peak_gflops = 0;        // FP32 peak for MFU figures; 0: 165 per thread (measured SGEMM)
-  static CpuOptions from_env();  // H2_NUM_THREADS, H2_CPU_ALLOCATOR, H2_CPU_PEAK_GFLOPS
+  double peak_gflops = 0;  // FP32 peak for MFU figures; 0: 165 per thread (measured SGEMM)
+  GemmProvider gemm = GemmProvider::onednn;
+  // H2_NUM_THREADS, H2_CPU_ALLOCATOR, H2_CPU_PEAK_GFLOPS, H2_CPU_GEMM
+  static CpuOptions from_env();
 };
 
-// A synchronous stream: every enqueued kernel has completed when its call returns.
+// A synchronous stream: every enqueued kernel has completed when its call returns. Its native
+// handle is the device's KernelContext.
 class HostStream final : public Stream {
  public:
-  explicit HostStream(Device& device) : device_(device) {}
+  HostStream(Device& device, KernelContext& context) : device_(device), context_(context) {}
   Device& device() override { return device_; }
   void synchronize() override {}
+  void* native_handle() override { return &context_; }
 
  private:
   Device& device_;
+  KernelContext& context_;
 };
 
 // Records the wall-clock time at which the stream's work so far completed.
@@ -50,15 +58,24 @@ class CpuDevice final : public Device {
   MemoryKind memory_kind() const override { return MemoryKind::host; }
   Allocator& allocator() override { return allocator_; }
   Stream& default_stream() override { return stream_; }
-  std::unique_ptr<Stream> create_stream() override { return std::make_unique<HostStream>(*this); }
+  std::unique_ptr<Stream> create_stream() override {
+    return std::make_unique<HostStream>(*this, context_);
+  }
   std::unique_ptr<Event> create_event() override { return std::make_unique<HostEvent>(); }
   void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
                   Stream& stream) override;
   const KernelTable& kernels() const override { return cpu_kernel_table(); }
+  // H2_CPU_PEAK_GFLOPS when set, else this machine's measured GEMM peak (cpu_peak.h), measured
+  // on the first call and cached; bf16 has its own where oneDNN multiplies it natively.
+  Peak mfu_peak(DType dtype) override;
 
  private:
+  double peak_gflops_setting_ = 0;  // H2_CPU_PEAK_GFLOPS
+  std::mutex peak_mutex_;
+  std::map<bool, Peak> measured_peaks_;  // by "bf16 native"
   DeviceProps props_;
   CachingHostAllocator allocator_;
+  KernelContext context_;  // before stream_, which refers to it
   HostStream stream_;
 };
 

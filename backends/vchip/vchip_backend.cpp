@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "core/env.h"
 #include "core/error.h"
 
 namespace h2::vchip {
@@ -35,6 +36,10 @@ KernelTable make_paced_table(DTypeSet chip_dtypes) {
 
 Device& PacedStream::device() {
   return device_;
+}
+
+void* PacedStream::native_handle() {
+  return &device_.kernel_context();
 }
 
 void PacedStream::sleep_until(Clock::time_point started, double seconds) {
@@ -68,6 +73,7 @@ VchipDevice::VchipDevice(const ChipSpec& spec, int index, double time_scale)
       index_(index),
       time_scale_(time_scale * spec.time_scale),
       allocator_(fmt::format("vchip:{} ({})", index, spec.name), spec.memory_bytes),
+      context_(cpu::parse_gemm_provider(env_string("H2_CPU_GEMM"), "H2_CPU_GEMM")),
       stream_(*this),
       kernels_(make_paced_table(spec.dtypes)) {
   props_.name = spec.name;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/caching_allocator.h"
+#include "backends/cpu/kernel_context.h"
 #include "backends/vchip/chip_spec.h"
 #include "core/device.h"
 #include "core/op_catalogue.h"
@@ -32,6 +33,8 @@ class PacedStream final : public Stream {
   explicit PacedStream(VchipDevice& device) : device_(device) {}
   Device& device() override;
   void synchronize() override {}
+  // The chip's cpu::KernelContext: its kernels are the CPU backend's.
+  void* native_handle() override;
   // Called by kernels after running: sleeps until started + modelled time.
   void pace(const OpCost& cost, Clock::time_point started);
   // Same for a copy of `bytes` over the host link.
@@ -68,6 +71,7 @@ class VchipDevice final : public Device {
   std::optional<PacingStats> pacing() const override;
   // Called by the chip's streams for every paced kernel or copy.
   void record_pacing(double modelled_s, double overrun_s);
+  cpu::KernelContext& kernel_context() { return context_; }
 
  private:
   ChipSpec spec_;
@@ -75,6 +79,7 @@ class VchipDevice final : public Device {
   double time_scale_;
   DeviceProps props_;
   cpu::CachingHostAllocator allocator_;
+  cpu::KernelContext context_;  // the CPU kernels' state (GEMM library) for this chip
   PacedStream stream_;
   KernelTable kernels_;
   mutable std::mutex pacing_mutex_;

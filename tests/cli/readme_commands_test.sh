@@ -51,12 +51,13 @@ for command in "${commands[@]}"; do
     skipped=$((skipped + 1))
     continue
   fi
-  echo "run:  $trimmed"
+  started=$SECONDS
   if ! (eval "$trimmed") >out.log 2>&1; then
     echo "README command failed: $trimmed"
     tail -20 out.log
     exit 1
   fi
+  echo "ran:  $trimmed  ($((SECONDS - started)) s)"
   ran=$((ran + 1))
 done
 echo "README commands: $ran run, $skipped skipped"

@@ -27,7 +27,8 @@ struct Target {
   std::string device;  // spec, e.g. "vchip:2"
   DType dtype;
 };
-// Every registered device x {f32, bf16, f16}.
+// The first registered device of each chip type (cpu:0, vchip:0 for chip-a, vchip:2 for
+// chip-b, cuda:0) x {f32, bf16, f16}.
 std::vector<Target> all_targets();
 // "vchip:2 bf16": how gtest (and so the ctest listing) shows a parameter.
 void PrintTo(const Target& target, std::ostream* os);

@@ -108,9 +108,31 @@ StoredTensor store(const Tensor& tensor) {
   return s;
 }
 
-StoredTensor store_rows(const Tensor& tensor, int64_t begin, int64_t end) {
-  if (tensor.rank() == 0) return store(tensor);
-  return store(tensor.slice(0, begin, end));
+TensorSource rows_source(const Tensor& tensor, int64_t begin, int64_t end) {
+  const Tensor rows = tensor.rank() == 0 ? tensor : tensor.slice(0, begin, end);
+  TensorSource source{"", rows.dtype(), rows.shape(), nullptr};
+  source.write = [rows](ByteSink& sink) {
+    Device& device = rows.device();
+    device.default_stream().synchronize();  // pending updates of the state have landed
+    if (rows.is_contiguous() && device.memory_kind() == MemoryKind::host) {
+      sink(rows.data(), size_t(rows.nbytes()));
+      return;
+    }
+    if (rows.rank() == 0) {
+      const StoredTensor whole = store(rows);
+      sink(whole.bytes.data(), whole.bytes.size());
+      return;
+    }
+    // Blocks of whole rows of at most kStagingBytes (one row when a row is larger).
+    const int64_t n = rows.size(0);
+    const int64_t row_bytes = std::max<int64_t>(1, rows.nbytes() / n);
+    const int64_t block = std::max<int64_t>(1, kStagingBytes / row_bytes);
+    for (int64_t r = 0; r < n; r += block) {
+      const StoredTensor part = store(rows.slice(0, r, std::min(n, r + block)));
+      sink(part.bytes.data(), part.bytes.size());
+    }
+  };
+  return source;
 }
 
 void load_into(Tensor& tensor, const StoredTensor& stored, const std::string& what) {
@@ -138,12 +160,16 @@ std::string save_checkpoint(comm::Communicator* group, const std::string& dir,
   }
   barrier(group);
 
-  TensorMap tensors;
+  // Streamed from the state itself: no second copy of this rank's share in memory.
+  std::vector<TensorSource> tensors;
   for (Section s : {Section::model, Section::optimizer})
     for (const OwnedRows& o : s == Section::model ? mine.model : mine.optimizer)
-      if (o.row_end > o.row_begin) tensors[piece_key(s, o.name)] = o.local;
+      if (o.row_end > o.row_begin) {
+        tensors.push_back(o.local);
+        tensors.back().name = piece_key(s, o.name);
+      }
   const std::string file = rank_file(rank);
-  const uint64_t sum = write_safetensors((tmp / file).string(), tensors);
+  const uint64_t sum = write_safetensors((tmp / file).string(), std::move(tensors));
   write_text_durably(tmp / rank_sidecar(rank),
                      sidecar(file, fs::file_size(tmp / file), sum, mine).dump());
   barrier(group);
@@ -177,7 +203,7 @@ std::string save_checkpoint(const std::string& dir, const TrainerState& state,
   for (Section s : {Section::model, Section::optimizer})
     for (const auto& [name, t] : s == Section::model ? model : optimizer)
       (s == Section::model ? mine.model : mine.optimizer)
-          .push_back({name, t.dtype, t.shape, 0, shard_rows(t.shape), t});
+          .push_back({name, t.dtype, t.shape, 0, shard_rows(t.shape), stored_source(name, t)});
   return save_checkpoint(nullptr, dir, state, mine, keep_last);
 }
 

@@ -31,15 +31,16 @@ struct TrainerState {
   int world_size = 1;             // ranks of the run that wrote it
 };
 
-// This rank's part of a global tensor: rows [row_begin, row_end) of dim 0 (of shard_rows), in
-// `local` (an empty range when it owns none).
+// This rank's part of a global tensor: rows [row_begin, row_end) of dim 0 (of shard_rows), read
+// from `local` while the file is written (an empty range when it owns none; then local.write is
+// never called).
 struct OwnedRows {
   std::string name;
   DType dtype = DType::f32;
   Shape global_shape;
   int64_t row_begin = 0;
   int64_t row_end = 0;
-  StoredTensor local;
+  TensorSource local;
 };
 
 struct RankContents {
@@ -48,8 +49,11 @@ struct RankContents {
 
 // A tensor's elements (any device, any strides) as stored bytes.
 StoredTensor store(const Tensor& tensor);
-// Rows [begin, end) of `tensor` (dim 0), as stored bytes.
-StoredTensor store_rows(const Tensor& tensor, int64_t begin, int64_t end);
+// Rows [begin, end) of `tensor` (dim 0) as a source read while the file is written (no copy of the
+// whole state): a contiguous tensor in host memory straight from its memory, others through a
+// staging buffer of at most kStagingBytes. `tensor` must not change until the file is written.
+inline constexpr int64_t kStagingBytes = int64_t(16) << 20;
+TensorSource rows_source(const Tensor& tensor, int64_t begin, int64_t end);
 // Copies `stored` into `tensor` (same shape; dtype converted on tensor's device when they differ).
 // Errors name `what` (the checkpoint file) and the tensor.
 void load_into(Tensor& tensor, const StoredTensor& stored, const std::string& what);

@@ -67,17 +67,20 @@ int64_t nonzero_product(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-uint64_t write_safetensors(const std::string& path, const TensorMap& tensors) {
+uint64_t write_safetensors(const std::string& path, std::vector<TensorSource> tensors) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorSource& a, const TensorSource& b) { return a.name < b.name; });
   nlohmann::json header = nlohmann::json::object();
+  std::vector<size_t> sizes;
   size_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    H2_CHECK(int64_t(t.bytes.size()) == dtype_storage_bytes(t.dtype, t.shape.numel()),
-             "safetensors: '{}' holds {} bytes for {} {}", name, t.bytes.size(),
-             dtype_name(t.dtype), t.shape.str());
-    header[name] = {{"dtype", safetensors_dtype(t.dtype)},
-                    {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
-                    {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
+  for (const TensorSource& t : tensors) {
+    H2_CHECK(!header.contains(t.name), "safetensors: '{}' appears twice in {}", t.name, path);
+    const size_t bytes = size_t(dtype_storage_bytes(t.dtype, t.shape.numel()));
+    header[t.name] = {{"dtype", safetensors_dtype(t.dtype)},
+                      {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+                      {"data_offsets", {offset, offset + bytes}}};
+    sizes.push_back(bytes);
+    offset += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data to 8 bytes
@@ -85,8 +88,35 @@ uint64_t write_safetensors(const std::string& path, const TensorMap& tensors) {
   return write_file_durably(path, [&](ByteSink& sink) {
     sink(&length, 8);
     sink(text.data(), text.size());
-    for (const auto& [name, t] : tensors) sink(t.bytes.data(), t.bytes.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      size_t written = 0;
+      ByteSink counted = [&](const void* data, size_t bytes) {
+        written += bytes;
+        H2_CHECK(written <= sizes[i], "safetensors: '{}' gave more than its {} bytes ({})",
+                 tensors[i].name, sizes[i], path);
+        sink(data, bytes);
+      };
+      tensors[i].write(counted);
+      H2_CHECK(written == sizes[i], "safetensors: '{}' gave {} bytes, not its {} ({})",
+               tensors[i].name, written, sizes[i], path);
+    }
   });
+}
+
+TensorSource stored_source(const std::string& name, const StoredTensor& stored) {
+  return {name, stored.dtype, stored.shape,
+          [&stored](ByteSink& sink) { sink(stored.bytes.data(), stored.bytes.size()); }};
+}
+
+uint64_t write_safetensors(const std::string& path, const TensorMap& tensors) {
+  std::vector<TensorSource> sources;
+  for (const auto& [name, t] : tensors) {
+    H2_CHECK(int64_t(t.bytes.size()) == dtype_storage_bytes(t.dtype, t.shape.numel()),
+             "safetensors: '{}' holds {} bytes for {} {}", name, t.bytes.size(),
+             dtype_name(t.dtype), t.shape.str());
+    sources.push_back(stored_source(name, t));
+  }
+  return write_safetensors(path, std::move(sources));
 }
 
 TensorMap decode_safetensors(std::span<const std::byte> file, const std::string& what) {

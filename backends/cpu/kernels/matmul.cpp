@@ -1,9 +1,11 @@
-// CPU matmul: out (S..., M, N) = alpha * op(a) @ op(b) + beta * out on OpenBLAS SGEMM.
+// CPU matmul: out (S..., M, N) = alpha * op(a) @ op(b) + beta * out, on the device's GEMM library
+// (kernel_context.h): oneDNN's matmul (one batched primitive per shape) or OpenBLAS SGEMM.
 // Shapes: S... batch dims (product: batch), M rows of out, N columns, K the contracted extent;
 // a is (S..., M, K) or (S..., K, M) with trans_a, b likewise (N, K) with trans_b, or rank 2 and
 // shared over the batch (a linear layer's weight). Tensors are contiguous (kContiguous op).
-// f32 runs on the tensors in place; bf16/f16 are widened to f32 scratch, multiplied in f32 and
-// rounded back once, so the result differs from f32 by that final rounding only.
+// f32 runs on the tensors in place. bf16 runs in place too where oneDNN has native bf16 kernels
+// (f32 accumulation, one rounding of the result); elsewhere bf16/f16 are widened to f32 scratch,
+// multiplied in f32 and rounded back once, so the result differs from f32 by that rounding only.
 #include <omp.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backends/cpu/kernel_context.h"
 #include "backends/cpu/kernels/cpu_floats.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/element.h"
@@ -64,8 +67,6 @@ MatmulDims check_shapes(const MatmulArgs& args) {
   H2_CHECK(a_m == d.M && b_k == d.K && b_n == d.N,
            "cpu matmul: inner or outer extents do not match (M={}, N={}, K={}): {}", d.M, d.N, d.K,
            describe(args));
-  H2_CHECK(d.M < INT_MAX && d.N < INT_MAX && d.K < INT_MAX,
-           "cpu matmul: an extent exceeds OpenBLAS's 32-bit index: {}", describe(args));
   H2_CHECK(!out.may_alias(a) && !out.may_alias(b), "cpu matmul: out overlaps an input: {}",
            describe(args));
   return d;
@@ -95,19 +96,38 @@ bool parallel_over_batch(const MatmulDims& d, int threads) {
   return double(d.batch) >= 0.9 * double(rounds * threads);
 }
 
-// The f32 core on contiguous buffers shaped as MatmulDims says (c is read only when beta != 0).
-void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, const float* b,
-                float* c) {
-  if (d.K == 0) {  // empty sum: out = beta * out, and beta == 0 must not read out
-    parallel_for(d.batch * d.M * d.N, 1, [&](int64_t begin, int64_t end) {
-      if (args.beta == 0) {
-        std::fill(c + begin, c + end, 0.0f);
-      } else {
-        for (int64_t i = begin; i < end; ++i) c[i] *= args.beta;
-      }
-    });
-    return;
-  }
+// An empty sum (K == 0): out = beta * out, and beta == 0 must not read out.
+void scale_out(const MatmulDims& d, float beta, float* c) {
+  parallel_for(d.batch * d.M * d.N, 1, [&](int64_t begin, int64_t end) {
+    if (beta == 0) {
+      std::fill(c + begin, c + end, 0.0f);
+    } else {
+      for (int64_t i = begin; i < end; ++i) c[i] *= beta;
+    }
+  });
+}
+
+GemmCall onednn_call(const MatmulDims& d, const MatmulArgs& args, DType in, DType out) {
+  return {.dims = {.batch = d.batch,
+                   .m = d.M,
+                   .n = d.N,
+                   .k = d.K,
+                   .trans_a = args.trans_a,
+                   .trans_b = args.trans_b,
+                   .b_shared = d.b_shared},
+          .alpha = args.alpha,
+          .beta = args.beta,
+          .in = in,
+          .out = out};
+}
+
+// The f32 core on OpenBLAS (K > 0; c is read only when beta != 0).
+void matmul_openblas(const MatmulDims& d, const MatmulArgs& args, const float* a, const float* b,
+                     float* c) {
+  H2_CHECK(d.M < INT_MAX && d.N < INT_MAX && d.K < INT_MAX,
+           "cpu matmul: an extent exceeds OpenBLAS's 32-bit index (H2_CPU_GEMM=onednn has none): "
+           "{}",
+           describe(args));
   const int64_t lda = args.trans_a ? d.M : d.K;
   const int64_t ldb = args.trans_b ? d.K : d.N;
   // A shared b with row-major a makes the batch one tall matrix: (batch * M, K) @ op(b).
@@ -131,9 +151,18 @@ void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, con
   }
 }
 
+// The f32 core on contiguous buffers shaped as MatmulDims says, on the device's GEMM library.
+void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, const float* b,
+                float* c, KernelContext& context) {
+  if (d.K == 0) return scale_out(d, args.beta, c);
+  if (context.gemm_provider() == GemmProvider::openblas) return matmul_openblas(d, args, a, b, c);
+  context.onednn().run(onednn_call(d, args, DType::f32, DType::f32), a, b, c, kernel_threads());
+}
+
 // bf16/f16: f32 copies of a, b (and out when beta reads it), one f32 product, one rounding.
 template <class T>
-void matmul_16bit(const MatmulDims& d, const MatmulArgs& args, Stream& stream) {
+void matmul_widened(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
+                    KernelContext& context) {
   const int64_t a_elems = args.a.numel();
   const int64_t b_elems = args.b.numel();
   const int64_t c_elems = args.out.numel();
@@ -143,7 +172,7 @@ void matmul_16bit(const MatmulDims& d, const MatmulArgs& args, Stream& stream) {
   convert(args.a.data_as<T>(), a32.data(), a_elems);
   convert(args.b.data_as<T>(), b32.data(), b_elems);
   if (args.beta != 0) convert(args.out.data_as<T>(), c32.data(), c_elems);
-  matmul_f32(d, args, a32.data(), b32.data(), c32.data());
+  matmul_f32(d, args, a32.data(), b32.data(), c32.data(), context);
   convert(c32.data(), args.out.data_as<T>(), c_elems);
 }
 
@@ -153,13 +182,23 @@ void matmul_16bit(const MatmulDims& d, const MatmulArgs& args, Stream& stream) {
 void matmul(const MatmulArgs& args, Stream& stream) {
   const MatmulDims d = check_shapes(args);
   if (d.batch == 0 || d.M == 0 || d.N == 0) return;
+  KernelContext& context = kernel_context(stream);
   visit_float_dtype(args.out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {
       matmul_f32(d, args, args.a.data_as<float>(), args.b.data_as<float>(),
-                 args.out.data_as<float>());
+                 args.out.data_as<float>(), context);
+    } else if constexpr (std::is_same_v<T, bf16_t>) {
+      // Native bf16 GEMMs where the CPU has them: no widened copies of the operands.
+      if (d.K > 0 && context.gemm_provider() == GemmProvider::onednn &&
+          context.onednn().native_bf16()) {
+        context.onednn().run(onednn_call(d, args, DType::bf16, DType::bf16), args.a.data(),
+                             args.b.data(), args.out.data(), kernel_threads());
+      } else {
+        matmul_widened<T>(d, args, stream, context);
+      }
     } else {
-      matmul_16bit<T>(d, args, stream);
+      matmul_widened<T>(d, args, stream, context);
     }
   });
 }

@@ -152,10 +152,17 @@ struct Case {
   std::vector<int64_t> counts;
 };
 
+// Rings pipeline each rank's chunk in segments of H2_COMM_SEGMENT bytes. With 16 KiB segments
+// (the smallest allowed is 4 KiB) the largest count, 256 KiB of f32, crosses 4 to 16 segments per
+// chunk on 4 to 1 ranks: the pipelining the default 1 MiB segments see at 16 times the size
+// (2^20 elements took 40 s per case in CI, 4 min under sanitizers).
+constexpr size_t kSegmentBytes = 16 << 10;
+constexpr int64_t kLargeCount = 1 << 16;
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return fmt::format("{}_ranks{}_{}", info.param.transport == "sm,self" ? "shm" : "tcp",
                      info.param.size,
-                     info.param.counts.back() >= (1 << 20) ? "all_counts" : "small");
+                     info.param.counts.back() >= kLargeCount ? "all_counts" : "small");
 }
 
 class Collectives : public ::testing::TestWithParam<Case> {};
@@ -164,6 +171,7 @@ TEST_P(Collectives, MatchClosedFormResults) {
   const Case& c = GetParam();
   RunOptions options;
   options.ucx_tls = c.transport;
+  options.env = {{"H2_COMM_SEGMENT", std::to_string(kSegmentBytes)}};
   const auto outcomes = run_ranks(
       c.size,
       [&](RankContext& ctx) {
@@ -185,7 +193,7 @@ TEST_P(Collectives, MatchClosedFormResults) {
   for (const RankOutcome& o : outcomes) EXPECT_EQ(o.exit_code, 0) << describe(outcomes);
 }
 
-const std::vector<int64_t> kAllCounts = {0, 1, 7, 4096, 4099, 1 << 20};
+const std::vector<int64_t> kAllCounts = {0, 1, 7, 4096, 4099, kLargeCount};
 const std::vector<int64_t> kSmallCounts = {0, 1, 7, 4099};
 
 INSTANTIATE_TEST_SUITE_P(

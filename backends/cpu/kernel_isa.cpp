@@ -1,0 +1,46 @@
+// kernel_isa_mask() and kernel_arch(): compiled with the kernels' -march
+// (backends/cpu/CMakeLists.txt), so the predefined macros below are theirs. Constants only.
+#include "backends/cpu/kernel_isa.h"
+
+namespace h2::cpu {
+
+uint32_t kernel_isa_mask() {
+  uint32_t mask = 0;
+#if defined(__AVX__)
+  mask |= 1u << 0;
+#endif
+#if defined(__AVX2__)
+  mask |= 1u << 1;
+#endif
+#if defined(__FMA__)
+  mask |= 1u << 2;
+#endif
+#if defined(__F16C__)
+  mask |= 1u << 3;
+#endif
+#if defined(__BMI2__)
+  mask |= 1u << 4;
+#endif
+#if defined(__AVX512F__)
+  mask |= 1u << 5;
+#endif
+#if defined(__AVX512BW__)
+  mask |= 1u << 6;
+#endif
+#if defined(__AVX512DQ__)
+  mask |= 1u << 7;
+#endif
+#if defined(__AVX512VL__)
+  mask |= 1u << 8;
+#endif
+#if defined(__AVX512BF16__)
+  mask |= 1u << 9;
+#endif
+  return mask;
+}
+
+const char* kernel_arch() {
+  return H2_CPU_ARCH_NAME;
+}
+
+}  // namespace h2::cpu

@@ -1,0 +1,148 @@
+// oneDNN matmul primitives, made once per GEMM shape and kept (see gemm_onednn.h).
+#include "backends/cpu/kernels/gemm_onednn.h"
+
+#include <omp.h>
+
+#include <dnnl.hpp>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace h2::cpu {
+namespace {
+
+using dnnl::memory;
+
+constexpr size_t kMaxPrimitives = 512;  // kept primitives per device, a few KB each
+
+// Everything a primitive is made for: oneDNN 2.x fixes the scale and the sum's factor at
+// creation, so alpha and beta are part of the key (a training step uses a handful of values).
+struct Key {
+  GemmDims dims;
+  float alpha, beta;
+  DType in, out;
+  bool operator==(const Key& o) const {
+    const GemmDims &a = dims, &b = o.dims;
+    return a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k && a.trans_a == b.trans_a &&
+           a.trans_b == b.trans_b && a.b_shared == b.b_shared && alpha == o.alpha &&
+           beta == o.beta && in == o.in && out == o.out;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    size_t h = 0;
+    auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    const GemmDims& d = key.dims;
+    for (int64_t v : {d.batch, d.m, d.n, d.k}) mix(std::hash<int64_t>{}(v));
+    mix(size_t(d.trans_a) | size_t(d.trans_b) << 1 | size_t(d.b_shared) << 2);
+    mix(std::hash<float>{}(key.alpha));
+    mix(std::hash<float>{}(key.beta));
+    mix(size_t(key.in) << 8 | size_t(key.out));
+    return h;
+  }
+};
+
+memory::data_type onednn_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return memory::data_type::f32;
+    case DType::bf16:
+      return memory::data_type::bf16;
+    default:
+      H2_THROW(Error, "oneDNN gemm: element type {} is not f32 or bf16", dtype_name(dtype));
+  }
+}
+
+// Row-major (rows, cols) matrices, batched, as strided descriptors; a transposed operand is the
+// same buffer with its two inner strides swapped. A shared operand has batch extent 1, which
+// oneDNN broadcasts.
+memory::desc matrix_desc(int64_t batch, int64_t rows, int64_t cols, bool stored_transposed,
+                         DType dtype) {
+  const memory::dims strides =
+      stored_transposed ? memory::dims{rows * cols, 1, rows} : memory::dims{rows * cols, cols, 1};
+  return memory::desc({batch, rows, cols}, onednn_type(dtype), strides);
+}
+
+struct Descs {
+  memory::desc a, b, c;
+};
+
+Descs descs(const Key& key) {
+  const GemmDims& d = key.dims;
+  return {matrix_desc(d.batch, d.m, d.k, d.trans_a, key.in),
+          matrix_desc(d.b_shared ? 1 : d.batch, d.k, d.n, d.trans_b, key.in),
+          matrix_desc(d.batch, d.m, d.n, false, key.out)};
+}
+
+}  // namespace
+
+struct OneDnnGemm::Impl {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  std::mutex mutex;  // guards the cache (primitives themselves are immutable)
+  std::unordered_map<Key, dnnl::matmul, KeyHash> primitives;
+
+  dnnl::matmul make(const Key& key) const {
+    const Descs m = descs(key);
+    dnnl::primitive_attr attr;
+    if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+    if (key.beta != 0.0f) {
+      dnnl::post_ops sum;
+      sum.append_sum(key.beta);
+      attr.set_post_ops(sum);
+    }
+    return dnnl::matmul(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(m.a, m.b, m.c), attr, engine));
+  }
+
+  dnnl::matmul primitive(const Key& key) {
+    std::lock_guard lock(mutex);
+    auto it = primitives.find(key);
+    if (it == primitives.end()) {
+      // Shapes that keep changing (generation's growing context) would grow the cache without
+      // end; a training step has a few dozen.
+      if (primitives.size() >= kMaxPrimitives) primitives.clear();
+      it = primitives.emplace(key, make(key)).first;
+    }
+    return it->second;  // a handle: copies share the primitive
+  }
+};
+
+OneDnnGemm::OneDnnGemm() : impl_(std::make_unique<Impl>()) {
+  // A bf16 primitive can be made only where oneDNN has a bf16 kernel for this CPU.
+  try {
+    impl_->make({GemmDims{1, 16, 16, 16}, 1.0f, 0.0f, DType::bf16, DType::bf16});
+    native_bf16_ = true;
+  } catch (const dnnl::error&) {
+    native_bf16_ = false;
+  }
+}
+
+OneDnnGemm::~OneDnnGemm() = default;
+
+void OneDnnGemm::run(const GemmCall& call, const void* a, const void* b, void* out, int threads) {
+  const Key key{call.dims, call.alpha, call.beta, call.in, call.out};
+  const GemmDims& d = call.dims;
+  try {
+    const dnnl::matmul matmul = impl_->primitive(key);
+    const Descs m = descs(key);
+    // oneDNN's OpenMP runtime uses the calling thread's team size; in a parallel region it runs
+    // on the calling thread alone.
+    if (!omp_in_parallel() && omp_get_max_threads() != threads) omp_set_num_threads(threads);
+    // A stream per call (a few hundred ns): calls from several threads never share one.
+    dnnl::stream stream(impl_->engine);
+    matmul.execute(stream, {{DNNL_ARG_SRC, memory(m.a, impl_->engine, const_cast<void*>(a))},
+                            {DNNL_ARG_WEIGHTS, memory(m.b, impl_->engine, const_cast<void*>(b))},
+                            {DNNL_ARG_DST, memory(m.c, impl_->engine, out)}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    H2_THROW(Error,
+             "oneDNN matmul failed ({}, status {}) for batch {} x ({} x {} x {}){}{}, {} -> {}",
+             e.what(), int(e.status), d.batch, d.m, d.n, d.k, d.trans_a ? ", a transposed" : "",
+             d.trans_b ? ", b transposed" : "", dtype_name(call.in), dtype_name(call.out));
+  }
+}
+
+}  // namespace h2::cpu

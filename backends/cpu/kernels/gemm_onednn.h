@@ -1,0 +1,53 @@
+// Batched row-major GEMMs through oneDNN's matmul primitive (libdnnl, Debian's OpenMP build),
+// which picks its kernel by the CPU it runs on (AVX2, AVX-512, AVX512_BF16, AMX), never by the
+// machine that built H2. A primitive is made once per shape and kept: making one costs 50-120 us,
+// running a small one 10-100 us (bench/gemm_library_bench.cpp).
+//
+// Shapes: out (batch, M, N) = alpha * op(a) @ op(b) + beta * out, with a (batch, M, K) or
+// (batch, K, M) stored when trans_a, b (batch or 1, K, N) or (.., N, K) when trans_b (1: one b
+// shared by every batch entry), every operand contiguous. Element types: f32 everywhere, or bf16
+// a and b with a bf16 or f32 out (only where the CPU has a bf16 kernel: native_bf16()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.h"
+
+namespace h2::cpu {
+
+struct GemmDims {
+  int64_t batch = 1;
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  bool b_shared = false;  // b is one (K, N) / (N, K) matrix for every batch entry
+};
+
+struct GemmCall {
+  GemmDims dims;
+  float alpha = 1, beta = 0;
+  DType in = DType::f32;   // a and b: f32 or bf16
+  DType out = DType::f32;  // f32, or bf16 when in is bf16
+};
+
+class OneDnnGemm {
+ public:
+  OneDnnGemm();
+  ~OneDnnGemm();
+  OneDnnGemm(const OneDnnGemm&) = delete;
+  OneDnnGemm& operator=(const OneDnnGemm&) = delete;
+
+  // Whether oneDNN runs bf16 x bf16 GEMMs natively on this CPU (AVX512_BF16 or AMX; elsewhere it
+  // has no bf16 matmul and callers widen to f32).
+  bool native_bf16() const { return native_bf16_; }
+  // Runs `call` on `threads` OpenMP threads (1 inside a parallel region). Throws Error naming
+  // the shape if oneDNN refuses it.
+  void run(const GemmCall& call, const void* a, const void* b, void* out, int threads);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  bool native_bf16_ = false;
+};
+
+}  // namespace h2::cpu

@@ -1,0 +1,130 @@
+// The CPU's measured GEMM peak (backends/cpu/cpu_peak.h): a measurement that computed the right
+// product, a cache that is read back (a planted figure comes back verbatim), keyed by CPU,
+// threads, library and operand type (other entries kept), rewritten when corrupt, not written
+// when another process kept a core busy during the measurement; and the device's MFU peak from
+// H2_CPU_PEAK_GFLOPS when set.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_peak.h"
+
+namespace h2::cpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_cache(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("h2_cpu_peak_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  return dir / "h2" / "cpu_peak.json";
+}
+
+// Tests that are not about the load check accept any load: ctest runs other tests beside them.
+constexpr double kAnyLoad = 1e9;
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+TEST(CpuPeak, MeasuredOnceThenReadFromTheCache) {
+  KernelContext context(GemmProvider::onednn);
+  const fs::path cache = fresh_cache("once");
+  const CpuPeak first = cpu_gemm_peak(context, 1, false, cache, kAnyLoad);
+  EXPECT_GT(first.gflops, 0.1);  // any CPU that runs the tests multiplies faster than this
+  EXPECT_NE(first.source.find("just now"), std::string::npos) << first.source;
+
+  nlohmann::json j = read_json(cache);
+  ASSERT_EQ(j["entries"].size(), 1u);
+  const nlohmann::json& entry = j["entries"][0];
+  EXPECT_EQ(entry["cpu"], CpuIdentity::of_this_machine().model);
+  EXPECT_EQ(entry["threads"], 1);
+  EXPECT_EQ(entry["gemm"], "onednn");
+  EXPECT_EQ(entry["dtype"], "f32");
+  EXPECT_DOUBLE_EQ(entry["gflops"].get<double>(), first.gflops);
+
+  // A planted figure is what comes back: the second call reads instead of measuring.
+  j["entries"][0]["gflops"] = 12345.5;
+  std::ofstream(cache) << j.dump();
+  const CpuPeak second = cpu_gemm_peak(context, 1, false, cache, kAnyLoad);
+  EXPECT_DOUBLE_EQ(second.gflops, 12345.5);
+  EXPECT_NE(second.source.find("cached in " + cache.string()), std::string::npos) << second.source;
+  fs::remove_all(cache.parent_path().parent_path());
+}
+
+TEST(CpuPeak, AMeasurementBesideABusyProcessIsUsedButNotCached) {
+  const pid_t busy = fork();
+  ASSERT_GE(busy, 0);
+  if (busy == 0) {  // a second process that keeps one core busy until it is killed
+    [[maybe_unused]] volatile uint64_t sink = 0;
+    for (uint64_t i = 0;; ++i) sink = i;
+  }
+  KernelContext context(GemmProvider::onednn);
+  const fs::path cache = fresh_cache("loaded");
+  // At most 5% of a core for others: the spinning child alone uses far more.
+  const CpuPeak peak = cpu_gemm_peak(context, 1, false, cache, 0.05);
+  kill(busy, SIGKILL);
+  waitpid(busy, nullptr, 0);
+  EXPECT_GT(peak.gflops, 0.1);
+  EXPECT_NE(peak.source.find("under load"), std::string::npos) << peak.source;
+  EXPECT_NE(peak.source.find("not cached"), std::string::npos) << peak.source;
+  EXPECT_FALSE(fs::exists(cache)) << "a figure measured under load was cached";
+  fs::remove_all(cache.parent_path().parent_path());
+}
+
+TEST(CpuPeak, EntriesAreKeyedByThreadsAndLibraryAndOthersAreKept) {
+  const fs::path cache = fresh_cache("keys");
+  fs::create_directories(cache.parent_path());
+  const CpuIdentity cpu = CpuIdentity::of_this_machine();
+  nlohmann::json planted = {{"entries",
+                             {{{"cpu", "another CPU"},
+                               {"flags", cpu.flags},
+                               {"threads", 1},
+                               {"gemm", "openblas"},
+                               {"dtype", "f32"},
+                               {"gflops", 777.0}},
+                              {{"cpu", cpu.model},
+                               {"flags", cpu.flags},
+                               {"threads", 7},
+                               {"gemm", "openblas"},
+                               {"dtype", "f32"},
+                               {"gflops", 888.0}}}}};
+  std::ofstream(cache) << planted.dump();
+  KernelContext blas(GemmProvider::openblas);
+  const CpuPeak measured =
+      cpu_gemm_peak(blas, 1, false, cache, kAnyLoad);  // neither entry is this key
+  EXPECT_NE(measured.gflops, 777.0);
+  EXPECT_NE(measured.gflops, 888.0);
+  EXPECT_EQ(read_json(cache)["entries"].size(), 3u);
+  EXPECT_DOUBLE_EQ(cpu_gemm_peak(blas, 7, false, cache, kAnyLoad).gflops, 888.0);
+  fs::remove_all(cache.parent_path().parent_path());
+}
+
+TEST(CpuPeak, ACorruptCacheIsMeasuredAgainAndRewritten) {
+  const fs::path cache = fresh_cache("corrupt");
+  fs::create_directories(cache.parent_path());
+  std::ofstream(cache) << "{\"entries\": [ not json";
+  KernelContext context(GemmProvider::onednn);
+  const CpuPeak peak = cpu_gemm_peak(context, 1, false, cache, kAnyLoad);
+  EXPECT_GT(peak.gflops, 0.1);
+  EXPECT_EQ(read_json(cache)["entries"].size(), 1u);
+  fs::remove_all(cache.parent_path().parent_path());
+}
+
+TEST(CpuPeak, TheSettingWinsOverTheMeasurement) {
+  CpuDevice device(CpuOptions{.peak_gflops = 50});
+  const Device::Peak peak = device.mfu_peak(DType::f32);
+  EXPECT_DOUBLE_EQ(peak.flops, 50e9);
+  EXPECT_EQ(peak.source, "H2_CPU_PEAK_GFLOPS=50");
+}
+
+}  // namespace
+}  // namespace h2::cpu

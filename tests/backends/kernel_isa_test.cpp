@@ -1,0 +1,62 @@
+// The kernels' instruction-set check (backends/cpu/kernel_isa.h): what the build's flags enabled,
+// what this CPU has (against /proc/cpuinfo, an independent reader of cpuid), and the message a
+// CPU without them gets.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "backends/cpu/kernel_isa.h"
+
+namespace h2::cpu {
+namespace {
+
+// The first "flags" line of /proc/cpuinfo as a set.
+std::set<std::string> proc_cpuinfo_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    for (std::string w; words >> w;) flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
+TEST(KernelIsa, TheRunningCpuMatchesProcCpuinfo) {
+  const std::set<std::string> flags = proc_cpuinfo_flags();
+  if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
+  const uint32_t mask = cpu_isa_mask();
+  for (int i = 0; i < kIsaCount; ++i)
+    EXPECT_EQ((mask >> i) & 1, flags.count(kIsaNames[i]))
+        << kIsaNames[i] << ": cpuid and /proc/cpuinfo disagree";
+}
+
+TEST(KernelIsa, TheDefaultBuildNeedsExactlyX86_64_v3) {
+  if (std::string(kernel_arch()) != "x86-64-v3")
+    GTEST_SKIP() << "built with -march=" << kernel_arch() << ", not the default";
+  // x86-64-v3 of the x86-64 psABI: AVX, AVX2, FMA, F16C, BMI2 among the features named here,
+  // no AVX-512.
+  EXPECT_EQ(isa_names(kernel_isa_mask()), "avx, avx2, fma, f16c, bmi2");
+}
+
+TEST(KernelIsa, TheKernelsNeedNothingThisCpuLacks) {
+  // Otherwise the process would have stopped at load (isa_guard.cpp).
+  EXPECT_EQ(kernel_isa_mask() & ~cpu_isa_mask(), 0u) << isa_names(kernel_isa_mask());
+}
+
+TEST(KernelIsa, AMismatchNamesTheMissingFeaturesAndTheWayOut) {
+  const uint32_t missing = (1u << 1) | (1u << 5);  // avx2, avx512f
+  const std::string message = isa_mismatch_message(missing, "x86-64-v4");
+  EXPECT_NE(message.find("-march=x86-64-v4"), std::string::npos) << message;
+  EXPECT_NE(message.find("lacks avx2, avx512f:"), std::string::npos) << message;
+  EXPECT_NE(message.find("-DH2_CPU_ARCH=native"), std::string::npos) << message;
+  EXPECT_NE(isa_mismatch_message(missing, "").find("(compiler default)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace h2::cpu
