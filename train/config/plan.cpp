@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "train/config/keys.h"
@@ -282,19 +283,23 @@ MemoryEstimate estimate_stage_memory(const TrainConfig& config, int first_block,
   MemoryEstimate e;
   e.parameters = per_block * (last_block - first_block + 1);
   if (first_stage) e.parameters += V * C;
-  if (last_stage) e.parameters += C + (m.tie_embeddings ? 0 : V * C);
+  // The head: its norm, and its table unless the stage also holds the embedding it is tied to (a
+  // tied table on another stage is copied to the last stage, whose gradients are summed).
+  if (last_stage) e.parameters += C + (m.tie_embeddings && first_stage ? 0 : V * C);
   // f32 weights and gradients while in use, AdamW's FP32 master-less moments; FSDP divides the
   // persistent part (masters, gradient shards, moments) by the group.
   const int64_t persistent = config.parallel.fsdp ? 16 * e.parameters / group : 12 * e.parameters;
   const int64_t in_use = config.parallel.fsdp ? 8 * e.parameters : 4 * e.parameters;
   e.model_state_bytes = persistent + in_use;
-  // Activations a block's backward keeps per token: norm inputs, q/k/v, attention output, the
-  // MLP's gate/up/activation, plus the attention log-sum-exp; the head keeps its input and the
-  // logits' gradient.
+  // Activations a block's backward keeps per token, in the compute dtype: norm inputs, q/k/v,
+  // attention output, the MLP's gate/up/activation; plus the attention log-sum-exp, always f32.
+  // The head keeps its input and the logits and their gradient, in the compute dtype.
   const int64_t rows = config.train.batch_size / group, tokens = rows * m.seq_len;
-  int64_t per_token = (last_block - first_block + 1) * (6 * C + 2 * kv + 3 * F + H);
-  if (last_stage) per_token += C + 2 * V;
-  e.activation_bytes = 4 * tokens * per_token * int64_t(std::max(stashed, 1));
+  const int64_t element = dtype_storage_bytes(config.train.dtype, 1);
+  const int64_t blocks = last_block - first_block + 1;
+  int64_t per_token = blocks * ((6 * C + 2 * kv + 3 * F) * element + H * 4);
+  if (last_stage) per_token += (C + 2 * V) * element;
+  e.activation_bytes = tokens * per_token * int64_t(std::max(stashed, 1));
   return e;
 }
 

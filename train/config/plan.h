@@ -77,8 +77,10 @@ struct MemoryEstimate {
 // Peak bytes one rank of a stage holding blocks [first_block, last_block] (plus the embedding
 // on the first stage and the head on the last) needs, with `group` ranks splitting each
 // micro-batch (and sharding parameters under FSDP) and `stashed` micro-batches in flight: f32
-// parameters and gradients, AdamW's FP32 state, and per block the activations its backward
-// keeps. An estimate from shapes, not a measurement.
+// parameters and gradients, AdamW's FP32 state (a tied table counted on the first and the last
+// stage, which both hold it), and per block the activations its backward keeps in the compute
+// dtype (train.dtype). An estimate from shapes, not a measurement; tests/train/config/plan_test.cpp
+// works one example by hand.
 MemoryEstimate estimate_stage_memory(const TrainConfig& config, int first_block, int last_block,
                                      bool first_stage, bool last_stage, int group, int stashed);
 

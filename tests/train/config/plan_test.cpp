@@ -137,5 +137,45 @@ TEST(Plan, MemoryEstimateCountsParametersAndScalesWithGroupAndStash) {
             estimate_stage_memory(c, 2, 3, false, false, 1, 1).model_state_bytes);
 }
 
+// One estimate worked by hand, so that a dropped or mis-sized term cannot pass: V 256, C 64,
+// F 172, 4 heads of which 2 for k/v (kv = 64 / 4 * 2 = 32), T 32, 4 rows, one rank, one micro-batch
+// stashed, no FSDP.
+//   per block: q, o 2 * 64 * 64 = 8,192; k, v 2 * 64 * 32 = 4,096; gate, up, down
+//   3 * 64 * 172 = 33,024; two norms 128: 45,440 parameters
+//   blocks 2-3: 90,880 parameters x (12 persistent + 4 in use) bytes = 1,454,080 bytes
+//   activations per block and token: 6 * 64 + 2 * 32 + 3 * 172 = 964 elements and 4 f32
+//   log-sum-exps; 4 x 32 = 128 tokens:
+//     f32:  (964 * 4 + 16) * 2 blocks * 128 = 991,232 bytes
+//     bf16: (964 * 2 + 16) * 2 blocks * 128 = 497,664 bytes
+//   last stage, blocks 4-5, tied table held by the first stage: 90,880 + final norm 64 + its own
+//   copy of the table 256 * 64 = 16,384 -> 107,328 parameters; the head keeps (64 + 2 * 256)
+//   elements per token: f32 (7,744 + 2,304) * 128 = 1,286,144 bytes.
+TEST(Plan, MemoryEstimateOfAWorkedExample) {
+  TrainConfig c = six_layers();
+  c.model.vocab_size = 256;
+  c.model.dim = 64;
+  c.model.ffn_dim = 172;
+  c.model.n_heads = 4;
+  c.model.n_kv_heads = 2;
+  c.model.seq_len = 32;
+  c.model.tie_embeddings = true;
+  c.train.batch_size = 4;
+  c.parallel.fsdp = false;
+
+  const MemoryEstimate middle = estimate_stage_memory(c, 2, 3, false, false, 1, 1);
+  EXPECT_EQ(middle.parameters, 90880);
+  EXPECT_EQ(middle.model_state_bytes, 1454080);
+  EXPECT_EQ(middle.activation_bytes, 991232);
+  c.train.dtype = DType::bf16;
+  EXPECT_EQ(estimate_stage_memory(c, 2, 3, false, false, 1, 1).activation_bytes, 497664);
+  c.train.dtype = DType::f32;
+
+  const MemoryEstimate last = estimate_stage_memory(c, 4, 5, false, true, 1, 1);
+  EXPECT_EQ(last.parameters, 107328);
+  EXPECT_EQ(last.activation_bytes, 1286144);
+  // One stage holding both ends keeps one tied table: 6 blocks, the table once, the final norm.
+  EXPECT_EQ(estimate_stage_memory(c, 0, 5, true, true, 1, 1).parameters, 6 * 45440 + 16384 + 64);
+}
+
 }  // namespace
 }  // namespace h2::config
