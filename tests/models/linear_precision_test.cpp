@@ -1,7 +1,8 @@
 // Linear layers under low-precision recipes: the three GEMMs of fp8_blockwise against an
 // independent reference (scalar E4M3 encoding of each 1x128 / 128x128 block, dequantized, then
-// a double-precision matmul), closeness to the unquantized layer, operand statistics, and
-// reproducible stochastic rounding of gradients.
+// a double-precision matmul), the three GEMMs of every recipe against its operands quantized with
+// the specs the recipe must use and dequantized in double, closeness to the unquantized layer,
+// operand statistics, and reproducible stochastic rounding of gradients.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "core/tensor_host.h"
 #include "models/layers/linear.h"
 #include "tests/models/llama_reference.h"
+#include "tests/ops/lowp_test_util.h"
 
 namespace h2::test {
 namespace {
@@ -117,6 +119,91 @@ TEST(LinearPrecision, BlockwiseFp8GemmsMatchAnIndependentReference) {
   const models::LinearStats s = f.linear.stats();
   EXPECT_EQ(s.x.amax, 3.0f) << "max |x| of the random matrix";
   EXPECT_EQ(s.x.saturated_fraction, 0.0) << "amax scaling never saturates";
+}
+
+// Every recipe's three GEMMs against an independent reference. Each operand is quantized with
+// the spec the recipe must give it (written here from the table of core/lowp/recipe.h and
+// docs/numerics.md, not read from the recipe), in the orientation its GEMM consumes (K
+// contiguous: x and W for y, dy and W^T for dx, dy^T and x^T for dW), dequantized in double
+// straight from the format definitions (tests/ops/lowp_test_util.h), and multiplied in double.
+// A recipe that swapped the weight and gradient specs, blocked an operand along the wrong axis,
+// reused the forward layout of x for the weight gradient or dropped a scale misses by far more
+// than the FP32 accumulation's 1e-5. Stochastic rounding of gradients is switched off here (its
+// own tests are below and in tests/ops/quantize_test.cpp); fp8_delayed's first step has no
+// history, so it scales like fp8_current.
+TEST(LinearPrecision, EveryRecipesGemmsMatchTheDequantizedOperandsMultipliedInDouble) {
+  using lowp::Format;
+  using lowp::MxScaleRule;
+  using lowp::ScaleRule;
+  struct Expected {
+    const char* name;
+    MxScaleRule mx_rule;
+    lowp::QuantSpec input, weight, grad;
+  };
+  const lowp::QuantSpec e4m3_tensor = spec(Format::e4m3, ScaleRule::f32_amax, 0, 0);
+  const lowp::QuantSpec e5m2_tensor = spec(Format::e5m2, ScaleRule::f32_amax, 0, 0);
+  const lowp::QuantSpec tile = spec(Format::e4m3, ScaleRule::f32_amax, 1, 128);
+  const lowp::QuantSpec block = spec(Format::e4m3, ScaleRule::f32_amax, 128, 128);
+  auto mx = [](Format f, ScaleRule rule) { return spec(f, rule, 1, 32); };
+  const lowp::QuantSpec nv = spec(Format::e2m1, ScaleRule::nvfp4, 1, 16);
+  const std::vector<Expected> recipes = {
+      {"fp8_current", MxScaleRule::floor, e4m3_tensor, e4m3_tensor, e5m2_tensor},
+      {"fp8_delayed", MxScaleRule::floor, e4m3_tensor, e4m3_tensor, e5m2_tensor},
+      {"fp8_blockwise", MxScaleRule::floor, tile, block, tile},
+      {"mxfp8", MxScaleRule::floor, mx(Format::e4m3, ScaleRule::e8m0_floor),
+       mx(Format::e4m3, ScaleRule::e8m0_floor), mx(Format::e4m3, ScaleRule::e8m0_floor)},
+      {"mxfp8", MxScaleRule::ceil, mx(Format::e4m3, ScaleRule::e8m0_ceil),
+       mx(Format::e4m3, ScaleRule::e8m0_ceil), mx(Format::e4m3, ScaleRule::e8m0_ceil)},
+      {"mxfp4", MxScaleRule::floor, mx(Format::e2m1, ScaleRule::e8m0_floor),
+       mx(Format::e2m1, ScaleRule::e8m0_floor), mx(Format::e2m1, ScaleRule::e8m0_floor)},
+      {"mxfp4", MxScaleRule::ceil, mx(Format::e2m1, ScaleRule::e8m0_ceil),
+       mx(Format::e2m1, ScaleRule::e8m0_ceil), mx(Format::e2m1, ScaleRule::e8m0_ceil)},
+      {"nvfp4", MxScaleRule::floor, nv, nv, nv},
+  };
+  ASSERT_EQ(lowp::recipe_names().size(), 6u) << "a recipe without an expectation here";
+  auto transpose = [](const Matrix& m, int64_t rows, int64_t cols) {
+    Matrix t(m.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = m[size_t(r * cols + c)];
+    return t;
+  };
+  for (const Expected& want : recipes) {
+    SCOPED_TRACE(std::string(want.name) + (want.mx_rule == MxScaleRule::ceil ? " (ceil)" : ""));
+    Fixture f;
+    lowp::Recipe recipe = lowp::find_recipe(want.name, want.mx_rule);
+    recipe.grad_stochastic = false;
+    f.linear.set_recipe(recipe);
+    // Quantized on the CPU with the expected spec, dequantized independently: (R, K) row-major.
+    auto operand = [&](const Matrix& values, int64_t rows, int64_t cols, const lowp::QuantSpec& s) {
+      return dequantize(to_host(quantize_values(f.cpu, values, rows, cols, s)));
+    };
+    auto relative = [](const std::vector<float>& got, const std::vector<double>& ref) {
+      double diff = 0, scale = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        diff = std::max(diff, std::fabs(double(got[i]) - ref[i]));
+        scale = std::max(scale, std::fabs(ref[i]));
+      }
+      return diff / scale;
+    };
+    const Matrix wt = transpose(f.w, kO, kI), dyt = transpose(f.dy, kN, kO),
+                 xt = transpose(f.x, kN, kI);
+
+    Tensor y = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+    f.linear.forward(y, f.xt);
+    const auto y_ref = reference_gemm(operand(f.x, kN, kI, want.input),
+                                      operand(f.w, kO, kI, want.weight), {}, kN, kO, kI, 1, 0);
+    EXPECT_LT(relative(tensor_to_floats(y), y_ref.out), 1e-5) << "forward y = x W^T";
+
+    Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
+    f.linear.backward(dx, f.dyt, f.xt);
+    const auto dx_ref = reference_gemm(operand(f.dy, kN, kO, want.grad),
+                                       operand(wt, kI, kO, want.weight), {}, kN, kI, kO, 1, 0);
+    EXPECT_LT(relative(tensor_to_floats(dx), dx_ref.out), 1e-5) << "dgrad dx = dy W";
+    const auto dw_ref = reference_gemm(operand(dyt, kO, kN, want.grad),
+                                       operand(xt, kI, kN, want.input), {}, kO, kI, kN, 1, 0);
+    EXPECT_LT(relative(tensor_to_floats(f.linear.param().grad), dw_ref.out), 1e-5)
+        << "wgrad dW = dy^T x";
+  }
 }
 
 TEST(LinearPrecision, QuantizedLayerIsCloseToButNotEqualToTheComputeDtypeLayer) {

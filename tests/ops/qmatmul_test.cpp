@@ -4,6 +4,8 @@
 // than 2048 rows, bf16 output, alpha and beta; then the dispatch path on cpu:0 and on virtual
 // chips (bit-identical results, pacing at the FP8 peak or the f32 fallback, autocompare).
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -193,19 +195,37 @@ TEST(Qmatmul, CostIsCountedAtTheElementDtype) {
   EXPECT_EQ(q.dtype, DType::bf16);
 }
 
-TEST(Qmatmul, AutocompareOnAVirtualChip) {
+// Autocompare (H2_CHECK_OPS) of quantize and qmatmul on a virtual chip: both ops are shadow-run
+// on the CPU from copies of their quantized operands (codes and scales) and their outputs
+// compared. The chip runs the CPU's kernels, so the comparison must happen and must match: the
+// test reads the comparison's own log lines (a skipped check, an operand copied without its
+// scales or a wrong slot would show as "not compared" or "differs").
+TEST(Qmatmul, AutocompareComparesQuantizeAndQmatmulOnAVirtualChip) {
   Runtime& rt = lowp_runtime();
   Device& dev = rt.device("vchip:fp8chip");
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto logger = spdlog::default_logger();
+  const spdlog::level::level_enum level = logger->level();
+  logger->sinks().push_back(sink);
+  logger->set_level(spdlog::level::debug);
   rt.policy().check[size_t(Op::quantize)] = true;
   rt.policy().check[size_t(Op::qmatmul)] = true;
   std::mt19937_64 rng(23);
-  EXPECT_NO_THROW({
-    lowp::QTensor a = quantize_values(dev, spread_values(rng, 16 * 64), 16, 64, kNvfp4);
-    lowp::QTensor b = quantize_values(dev, spread_values(rng, 8 * 64), 8, 64, kMxE4m3);
-    Tensor out = Tensor::empty({16, 8}, DType::f32, dev);
-    ops::qmatmul({.out = out, .a = a, .b = b});
-  });
+  lowp::QTensor a = quantize_values(dev, spread_values(rng, 16 * 64), 16, 64, kNvfp4);
+  lowp::QTensor b = quantize_values(dev, spread_values(rng, 8 * 64), 8, 64, kMxE4m3);
+  Tensor out = Tensor::empty({16, 8}, DType::f32, dev);
+  ops::qmatmul({.out = out, .a = a, .b = b});
   rt.policy().check.reset();
+  logger->set_level(level);
+  logger->sinks().pop_back();
+  std::string log;
+  for (const std::string& line : sink->last_formatted()) log += line;
+  EXPECT_NE(log.find("H2_CHECK_OPS: qmatmul output 'out' on " + dev.str() + " matches cpu"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("H2_CHECK_OPS: quantize output"), std::string::npos) << log;
+  EXPECT_EQ(log.find("differs from cpu"), std::string::npos) << log;
+  EXPECT_EQ(log.find("not compared"), std::string::npos) << log;
 }
 
 }  // namespace

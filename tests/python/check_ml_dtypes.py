@@ -22,7 +22,7 @@ from H2 (documented in core/lowp/formats.h):
     no E8M0 code, the code of |x| and 2^-127 for zero).
 
 Usage: check_ml_dtypes.py FORMAT_PROBE
-Exits 0 on agreement, 1 on a difference, 77 (skipped) where numpy or ml_dtypes is missing.
+Exits 0 on agreement, 1 on a difference, 77 (skipped) where numpy or ml_dtypes is missing (1 in CI).
 """
 
 import os
@@ -30,12 +30,13 @@ import subprocess
 import sys
 import tempfile
 
+from skip_or_fail import skip_or_fail
+
 try:
     import ml_dtypes
     import numpy as np
 except ImportError as error:
-    print(f"check_ml_dtypes: skipped: {error}; scripts/test.sh installs ml_dtypes into build/venv-test")
-    sys.exit(77)
+    skip_or_fail("check_ml_dtypes", f"{error}; scripts/test.sh installs ml_dtypes into build/venv-test")
 
 FORMATS = {
     "e4m3": ml_dtypes.float8_e4m3fn,

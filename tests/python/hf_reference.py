@@ -11,7 +11,7 @@ export -> import -> export is byte-identical (f32, and bf16 of an imported bf16 
 is round-to-nearest-even of the f32 values, that sharded exports load, and that a non-empty --out
 is refused without --force.
 
-Usage: hf_reference.py H2_BINARY REPO_ROOT      (exit 77: numpy missing, the test is skipped)
+Usage: hf_reference.py H2_BINARY REPO_ROOT      (exit 77: numpy missing, the test is skipped; 1 in CI)
 """
 
 import filecmp
@@ -21,13 +21,13 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from skip_or_fail import skip_or_fail  # noqa: E402
+
 try:
     import numpy as np
 except ImportError:
-    print("hf_reference: numpy is not installed (Debian: apt-get install python3-numpy); skipped")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    skip_or_fail("hf_reference", "numpy is not installed (Debian: apt-get install python3-numpy)")
 import llama_numpy  # noqa: E402
 
 TOLERANCE = 1e-4

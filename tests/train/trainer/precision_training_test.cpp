@@ -1,4 +1,5 @@
-// Training with low-precision recipes end to end: an FP8 run learns like the FP32 run and its
+// Training with low-precision recipes end to end: an FP8 run learns like the FP32 run (both use
+// context: losses below the data's unigram entropy) and its
 // metrics report recipes, amax and saturation; the FP4 target-precision switch happens at the
 // configured step and is announced; stochastic rounding keeps runs bit-identical for a seed.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include "backends/registry.h"
 #include "comm/world/world.h"
 #include "core/tensor_host.h"
+#include "tests/train/trainer/unigram_bound.h"
 #include "train/data/default_data.h"
 #include "train/trainer.h"
 
@@ -23,8 +25,8 @@ config::TrainConfig small_config(const std::vector<std::string>& sets) {
   std::string data = data::default_text_path(std::filesystem::temp_directory_path().string());
   config::TrainConfig cfg = config::parse_yaml(R"(
 model: {vocab_size: 256, dim: 64, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 128, seq_len: 32}
-train: {batch_size: 4, steps: 60, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 5, eval_every: 30, eval_batches: 2, seed: 7}
-log: {every: 30}
+train: {batch_size: 4, steps: 300, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 5, eval_every: 150, eval_batches: 2, seed: 7}
+log: {every: 150}
 )",
                                                "test");
   cfg.data.path = data;
@@ -62,6 +64,11 @@ TrainedRun train(config::TrainConfig cfg) {
   return run;
 }
 
+// The unigram entropies of the splits a config trains and evaluates on (unigram_bound.h).
+test::UnigramBounds bounds_of(const config::TrainConfig& c) {
+  return test::unigram_bounds(c.data.path, c.data.val_fraction, c.model.seq_len);
+}
+
 bool any_line_has(const TrainedRun& run, const std::string& text) {
   for (const std::string& line : run.lines)
     if (line.find(text) != std::string::npos) return true;
@@ -77,7 +84,12 @@ bool any_line_ends_with(const TrainedRun& run, const std::string& text) {
 TEST(PrecisionTraining, Fp8BlockwiseLearnsLikeFp32AndReportsItsFigures) {
   const TrainedRun fp32 = train(small_config({}));
   const TrainedRun fp8 = train(small_config({"precision.recipe=fp8_blockwise"}));
-  EXPECT_LT(fp8.summary.final_loss, 3.6);
+  // Both learn to use context: below the unigram entropy of the splits (unigram_bound.h).
+  const test::UnigramBounds bound = bounds_of(small_config({}));
+  for (const TrainedRun* run : {&fp32, &fp8}) {
+    EXPECT_LT(run->summary.final_loss, bound.train - test::kContextMargin);
+    EXPECT_LT(run->summary.final_eval_loss, bound.val);
+  }
   EXPECT_NEAR(fp8.summary.final_loss, fp32.summary.final_loss, 0.05 * fp32.summary.final_loss);
   EXPECT_NE(fp8.summary.final_loss, fp32.summary.final_loss) << "nothing was quantized";
   EXPECT_TRUE(any_line_has(fp8, "precision of the block linears: fp8_blockwise x14"));
@@ -101,11 +113,13 @@ TEST(PrecisionTraining, Fp4TargetSwitchHappensAtTheConfiguredStepAndSeedsRepeat)
                                          "precision.keep_last=1"};
   const TrainedRun a = train(small_config(sets)), b = train(small_config(sets));
   EXPECT_TRUE(any_line_has(a, "precision of the block linears: nvfp4 x7, compute x7"));
-  // ceil(0.5 * 60) = 30: the 31st step (1-based) is the first in the target precision.
-  EXPECT_TRUE(any_line_has(a, "step 31: 7 linear layers changed precision; now compute x14"));
+  // ceil(0.5 * 300) = 150: the 151st step (1-based) is the first in the target precision.
+  EXPECT_TRUE(any_line_has(a, "step 151: 7 linear layers changed precision; now compute x14"));
   EXPECT_EQ(a.metrics[0].at("precision").at("recipes").at("nvfp4"), 7);
   EXPECT_EQ(a.metrics[1].at("precision").at("recipes").at("compute"), 14);
-  EXPECT_LT(a.summary.final_loss, 3.8);
+  const test::UnigramBounds bound = bounds_of(small_config(sets));
+  EXPECT_LT(a.summary.final_loss, bound.train - test::kContextMargin);
+  EXPECT_LT(a.summary.final_eval_loss, bound.val);
   EXPECT_EQ(a.params, b.params) << "stochastic rounding is a function of (seed, position)";
   EXPECT_EQ(a.summary.final_loss, b.summary.final_loss);
 }
