@@ -11,5 +11,11 @@ test_python=()
 if [[ -x build/venv-test/bin/python ]]; then
   test_python=(-DH2_TEST_PYTHON="$PWD/build/venv-test/bin/python")
 fi
+# The transformers comparison (tests/python/check_transformers.py) runs where a venv with torch
+# and transformers exists at build/venv-transformers (made by hand: about 1 GB from PyPI, so CI
+# does not; see tests/python/check_transformers.py).
+if [[ -x build/venv-transformers/bin/python ]]; then
+  test_python+=(-DH2_TRANSFORMERS_PYTHON="$PWD/build/venv-transformers/bin/python")
+fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${test_python[@]}" "$@"
 cmake --build build -j "$(nproc)"

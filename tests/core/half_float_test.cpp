@@ -32,6 +32,26 @@ TEST(HalfFloat, F16DecodesEveryPattern) {
   }
 }
 
+// Value of a bf16 bit pattern from its fields (1 sign, 8 exponent, 7 mantissa bits), in double.
+double bf16_reference(uint16_t b) {
+  int sign = b >> 15, exp = (b >> 7) & 0xff, mant = b & 0x7f;
+  double s = sign ? -1.0 : 1.0;
+  if (exp == 0xff) return mant ? std::numeric_limits<double>::quiet_NaN() : s * INFINITY;
+  if (exp == 0) return s * std::ldexp(double(mant), -133);  // 2^-126 x mant / 2^7
+  return s * std::ldexp(1.0 + mant / 128.0, exp - 127);
+}
+
+TEST(HalfFloat, Bf16DecodesEveryPattern) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    double ref = bf16_reference(uint16_t(b));
+    float got = bf16_to_f32(uint16_t(b));
+    if (std::isnan(ref))
+      EXPECT_TRUE(std::isnan(got)) << b;
+    else
+      EXPECT_EQ(double(got), ref) << "pattern " << b;
+  }
+}
+
 TEST(HalfFloat, Bf16RoundTripsEveryPattern) {
   for (uint32_t b = 0; b < 65536; ++b) {
     float value = bf16_to_f32(uint16_t(b));

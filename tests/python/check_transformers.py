@@ -5,11 +5,14 @@ llama3 RoPE scaling, several end tokens) saved by transformers imports with logi
 of the logits' scale; an exported byte-level model runs in pipeline("text-generation") with
 AutoTokenizer and continues a prompt as `h2 generate` does (greedy). It needs PyTorch and
 transformers, which Debian does not package: CTest runs it as `check_transformers` when the build
-is configured with -DH2_TRANSFORMERS_PYTHON=PYTHON (a Python that has them), or by hand:
+is configured with -DH2_TRANSFORMERS_PYTHON=PYTHON (a Python that has them; scripts/build.sh passes
+build/venv-transformers/bin/python where it exists, so that venv puts it in every later test run):
 
-    python3 -m venv .venv-hf
-    .venv-hf/bin/pip install torch transformers numpy safetensors
-    .venv-hf/bin/python tests/python/check_transformers.py build/bin/h2 .
+    python3 -m venv build/venv-transformers
+    build/venv-transformers/bin/pip install torch transformers numpy safetensors
+    bash scripts/build.sh && ctest --test-dir build -R check_transformers
+
+or by hand: build/venv-transformers/bin/python tests/python/check_transformers.py build/bin/h2 .
 
 For a small GQA model, tied and untied, it trains 2 steps with `h2 train` and exports; then, as
 tests/python/hf_reference.py does, replaces the weights by larger random ones (sharp attention, so

@@ -3,7 +3,12 @@
 // wire of the parallel keys, with replicas of the pipeline; and the errors that name the keys.
 #include "train/config/job_plan.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "train/config/plan.h"
 
 #include "test_util.h"
 
@@ -95,6 +100,50 @@ TEST(JobPlan, StageCountsPastTheModelAreRefusedWithoutOverflow) {
   test::expect_config_error(
       [&] { plan_from_config(c, 2); },
       {"2 stage groups x parallel.chunks 2147483647", "4294967294 stages", "model's 4 blocks"});
+}
+
+// A device that has only a name and a memory size: all the plan's memory check reads.
+class SizedDevice final : public Device {
+ public:
+  explicit SizedDevice(int64_t bytes) {
+    props_.name = "sized";
+    props_.memory_bytes = bytes;
+  }
+  DeviceId id() const override { return {"sized", 0}; }
+  const DeviceProps& props() const override { return props_; }
+  MemoryKind memory_kind() const override { return MemoryKind::host; }
+  Allocator& allocator() override { throw std::logic_error("not used by the memory check"); }
+  Stream& default_stream() override { throw std::logic_error("not used by the memory check"); }
+  std::unique_ptr<Stream> create_stream() override { return nullptr; }
+  std::unique_ptr<Event> create_event() override { return nullptr; }
+  void copy_bytes(void*, bool, const void*, bool, size_t, Stream&) override {}
+  const KernelTable& kernels() const override {
+    throw std::logic_error("not used by the memory check");
+  }
+
+ private:
+  DeviceProps props_;
+};
+
+// The memory check refuses a stage exactly when its estimate passes the chip's capacity, with
+// the schedule's stash: under 1F1B with 2 stages and 4 micro-batches, stage q keeps p - q
+// micro-batches' activations (2 on the first, 1 on the last). A chip of exactly the estimate
+// takes the stage; one byte less refuses it naming the rank, the chip and both sizes. (The
+// estimate itself is pinned by hand in plan_test.cpp.)
+TEST(JobPlan, TheMemoryCheckRefusesAStageOneBytePastTheChip) {
+  TrainConfig c = base();
+  c.parallel.mode = ParallelMode::pipeline;
+  c.parallel.stage_layers = "2,2";
+  const parallel::Plan p = plan_from_config(c, 2);
+  const int64_t first = estimate_stage_memory(c, 0, 1, true, false, 1, 2).total();
+  const int64_t last = estimate_stage_memory(c, 2, 3, false, true, 1, 1).total();
+  EXPECT_NO_THROW(check_plan_memory(p, c, 0, SizedDevice(first)));
+  EXPECT_NO_THROW(check_plan_memory(p, c, 1, SizedDevice(last)));
+  test::expect_config_error([&] { check_plan_memory(p, c, 0, SizedDevice(first - 1)); },
+                            {"rank 0 (sized:0, schedule position 0)",
+                             fmt::format("need about {:.1f} MiB", double(first) / (1 << 20))});
+  test::expect_config_error([&] { check_plan_memory(p, c, 1, SizedDevice(last - 1)); },
+                            {"rank 1 (sized:0, schedule position 1)"});
 }
 
 }  // namespace

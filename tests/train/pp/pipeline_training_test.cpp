@@ -9,8 +9,8 @@
 // a pipeline (PP=2 x DP=2, a (2, 1) ZB-H1 pipeline x DP=2, FSDP=2 x DP=2), each replica taking
 // half of the step's micro-batches; 1F1B with a lead (PP=4, each stage 2 micro-batches
 // further ahead) and with overlap off (blocking sends), whose losses equal the plain schedule's
-// bit for bit; narrow wires (BF16, FP8) close to FP32; and segmented transfers equal to whole
-// ones bit for bit.
+// bit for bit; narrow wires (BF16, FP8) close to FP32, sending half and 9/32 of FP32's bytes
+// (counted); and segmented transfers equal to whole ones bit for bit.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -19,11 +19,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <ostream>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "multiproc.h"
 #include "support/training_runs.h"
 #include "train/checkpoint/checkpoint.h"
@@ -272,6 +276,92 @@ TEST(PipelineWire, NarrowTransfersChangeTheLossOnlySlightly) {
     std::printf(
         "%s wire: largest relative loss difference over 20 steps %.2e, final %.4f vs %.4f\n", name,
         worst, narrow->loss.at(20), wide->loss.at(20));
+  }
+}
+
+// A communicator that forwards everything to another and counts the bytes of its point-to-point
+// sends: where the pipeline's activations and gradients leave a rank.
+class SendCounter final : public comm::Communicator {
+ public:
+  explicit SendCounter(comm::Communicator& inner) : inner_(inner) {}
+  int64_t bytes_sent() const { return bytes_; }
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string name() const override { return inner_.name(); }
+  bool can_connect(const Device& device) const override { return inner_.can_connect(device); }
+  PacingStats link_pacing() const override { return inner_.link_pacing(); }
+  void progress() override { inner_.progress(); }
+  std::unique_ptr<comm::Communicator> split(int color, int key) override {
+    return inner_.split(color, key);
+  }
+  void all_reduce(const Tensor& out, const Tensor& in, comm::ReduceOp op, Stream* s) override {
+    inner_.all_reduce(out, in, op, s);
+  }
+  void reduce_scatter(const Tensor& out, const Tensor& in, comm::ReduceOp op, Stream* s) override {
+    inner_.reduce_scatter(out, in, op, s);
+  }
+  void all_gather(const Tensor& out, const Tensor& in, Stream* s) override {
+    inner_.all_gather(out, in, s);
+  }
+  void broadcast(const Tensor& out, const Tensor& in, int root, Stream* s) override {
+    inner_.broadcast(out, in, root, s);
+  }
+  void all_to_all(const Tensor& out, const Tensor& in, Stream* s) override {
+    inner_.all_to_all(out, in, s);
+  }
+  void all_to_all_v(const Tensor& out, std::span<const int64_t> recv_counts, const Tensor& in,
+                    std::span<const int64_t> send_counts, Stream* s) override {
+    inner_.all_to_all_v(out, recv_counts, in, send_counts, s);
+  }
+  void barrier() override { inner_.barrier(); }
+  std::unique_ptr<comm::Request> isend(const Tensor& tensor, int peer, int tag) override {
+    bytes_ += int64_t(tensor.nbytes());
+    return inner_.isend(tensor, peer, tag);
+  }
+  std::unique_ptr<comm::Request> irecv(const Tensor& tensor, int peer, int tag) override {
+    return inner_.irecv(tensor, peer, tag);
+  }
+
+ private:
+  comm::Communicator& inner_;
+  int64_t bytes_ = 0;
+};
+
+// The wire's bytes, counted where they leave each rank of two one-rank stages: 3 steps of 4
+// micro-batches of 4 rows x 32 tokens, width 32. Every micro-batch crosses once forward (rank 0
+// sends its activation) and once backward (rank 1 sends the gradient), so each rank sends
+// 3 x 4 x 4 x 32 = 1,536 tokens: 32 x 4 bytes each in f32 (196,608), 32 x 2 in bf16 (98,304:
+// half), 32 one-byte E4M3 codes and a 4-byte FP32 scale in f8e4m3 (55,296: 9/32).
+TEST(PipelineWire, NarrowWiresSendHalfAndNineThirtySecondsOfTheBytes) {
+  const fs::path dir = fresh_dir("h2_pp_wire_bytes");
+  config::TrainConfig cfg = untied_pipeline(dir);
+  cfg.train.steps = 3;
+  cfg.checkpoint.dir = "";
+  ASSERT_EQ(cfg.model.dim, 32);
+  ASSERT_EQ(cfg.model.seq_len, 32);
+  ASSERT_EQ(cfg.train.batch_size, 4);
+  const int64_t tokens = 3 * 4 * 4 * 32;
+  for (const auto& [wire, per_token] :
+       {std::pair{"auto", 32 * 4}, std::pair{"bf16", 32 * 2}, std::pair{"f8e4m3", 32 + 4}}) {
+    config::apply_override(cfg, std::string("parallel.wire_dtype=") + wire);
+    cfg.log.metrics_file = (dir / (std::string(wire) + ".jsonl")).string();
+    comm::testing::RunOptions options;
+    options.env = {{"H2_NUM_THREADS", "1"}};
+    const auto outcomes = comm::testing::run_ranks(
+        2,
+        [&](comm::testing::RankContext& ctx) {
+          SendCounter counter(ctx.comm());
+          Trainer trainer(
+              cfg, ctx.runtime, [](const std::string&) {}, counter);
+          trainer.run();
+          if (counter.bytes_sent() != tokens * per_token)
+            throw std::runtime_error(fmt::format("{} wire: rank {} sent {} bytes, expected {}",
+                                                 wire, ctx.rank(), counter.bytes_sent(),
+                                                 tokens * per_token));
+        },
+        options);
+    comm::testing::expect_all_ok(outcomes);
   }
 }
 
