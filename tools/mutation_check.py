@@ -2,8 +2,8 @@
 """Mutation check: deliberate defects that the test suite must catch.
 
 Each mutation below is a plausible bug (a recipe quantizing an operand with another operand's
-spec, a term dropped from the memory estimate, a wrong scale on the FP8 pipeline wire, an
-off-by-one in a sampler). For each, this script edits the source, rebuilds the affected targets
+spec, a term dropped from the memory estimate, a wrong scale on the FP8 pipeline wire, a model
+that cannot see context, an off-by-one in a sampler). For each, this script edits the source, rebuilds the affected targets
 incrementally, runs the tests named for it, and restores the file (also on Ctrl-C or a failed
 build). A mutation is *caught* when at least one of its tests fails; the script exits 1 if any
 survives, so a test that cannot fail the defect it names shows up here.
@@ -82,6 +82,15 @@ MUTATIONS = [
         "kWireSpec}});",
         targets=["h2_pp_training_tests"],
         tests=r"^PipelineWire\.",
+    ),
+    Mutation(
+        name="context-blind",
+        defect="the attention block's output is dropped: each position sees only itself",
+        path="models/layers/attention.cpp",
+        find="ops::add({.out = y, .a = y, .b = x});  // residual\n  h_ = h,",
+        replace="ops::copy({.out = y, .in = x});  // residual\n  h_ = h,",
+        targets=["h2_trainer_tests"],
+        tests=r"^Trainer\.TheModelLearnsToUseContext$",
     ),
     Mutation(
         name="sampler-off-by-one",

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "train/data/dataset.h"
 
@@ -31,9 +32,27 @@ inline double unigram_entropy(std::span<const int32_t> tokens) {
   return entropy;
 }
 
+// Conditional entropy in nats of a token given the one before it, from the pair frequencies of
+// `tokens`: on these tokens no model that sees only the current token (a bigram model, which is
+// what a transformer without working attention is) has a lower average loss.
+inline double bigram_entropy(std::span<const int32_t> tokens) {
+  std::vector<double> pairs(256 * 256, 0.0), first(256, 0.0);
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    pairs.at(size_t(tokens[i]) * 256 + size_t(tokens[i + 1])) += 1;
+    first.at(size_t(tokens[i])) += 1;
+  }
+  const double n = double(tokens.size() - 1);
+  double entropy = 0;
+  for (size_t a = 0; a < 256; ++a)
+    for (size_t b = 0; b < 256; ++b)
+      if (const double c = pairs[a * 256 + b]; c > 0) entropy -= c / n * std::log(c / first[a]);
+  return entropy;
+}
+
 struct UnigramBounds {
-  double train = 0;  // of the training split
-  double val = 0;    // of the validation split: no context-free model scores below it there
+  double train = 0;         // of the training split
+  double val = 0;           // of the validation split: no context-free model scores below it there
+  double train_bigram = 0;  // of the training split given the previous token
 };
 
 // The bounds of a text file split as the trainer splits it (val_fraction, seq_len).
@@ -41,7 +60,7 @@ inline UnigramBounds unigram_bounds(const std::string& text_path, double val_fra
                                     int64_t seq_len) {
   const data::TokenDataset dataset = data::TokenDataset::load(text_path, data::DataFormat::text);
   const data::DataSplit split = dataset.split(val_fraction, seq_len);
-  return {unigram_entropy(split.train), unigram_entropy(split.val)};
+  return {unigram_entropy(split.train), unigram_entropy(split.val), bigram_entropy(split.train)};
 }
 
 }  // namespace h2::train::test
