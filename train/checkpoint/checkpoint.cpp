@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_int.h"
 #include "train/checkpoint/durable_io.h"
 
 namespace h2::checkpoint {
@@ -240,7 +241,7 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
     if (!position.is_number_unsigned())
       H2_THROW(ConfigError, "{}: sampler_position {} is not a count of micro-batches", path,
                position.dump());
-    state = {j.at("step").get<int64_t>(), position.get<uint64_t>(),
+    state = {json_int(j.at("step"), path + ": step", 0), position.get<uint64_t>(),
              j.at("config_yaml").get<std::string>(), j.value("world_size", 1)};
   } catch (const nlohmann::json::exception& e) {
     H2_THROW(ConfigError, "{}: malformed trainer state: {}", path, e.what());

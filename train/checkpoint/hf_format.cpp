@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/half_float.h"
+#include "core/json_int.h"
 
 namespace h2::checkpoint {
 namespace fs = std::filesystem;
@@ -156,7 +157,9 @@ void read_rope(const nlohmann::json& j, const std::string& path, config::ModelCo
         m.rope_scaling_factor = rope.at("factor").get<double>();
         m.rope_low_freq_factor = rope.at("low_freq_factor").get<double>();
         m.rope_high_freq_factor = rope.at("high_freq_factor").get<double>();
-        m.rope_original_max_positions = rope.at("original_max_position_embeddings").get<int64_t>();
+        m.rope_original_max_positions =
+            json_int(rope.at("original_max_position_embeddings"),
+                     path + ": " + key + ".original_max_position_embeddings", 1, int64_t(1) << 40);
         if (!(m.rope_scaling_factor > 0 && m.rope_low_freq_factor > 0 &&
               m.rope_high_freq_factor > m.rope_low_freq_factor &&
               m.rope_original_max_positions > 0))

@@ -178,6 +178,17 @@ TEST(HfFormat, RejectsConfigsH2CannotRepresent) {
                                     {"original_max_position_embeddings", 8192}}));
       },
       {"dir/config.json", "low_freq_factor < high_freq_factor"});
+  // A huge double where an integer belongs was cast to int64 with undefined behaviour (fuzz
+  // finding hf_model-rope-positions-double, kept in fuzz/corpus/hf_model).
+  expect_config_error(
+      [&] {
+        parse(with("rope_scaling", {{"rope_type", "llama3"},
+                                    {"factor", 8},
+                                    {"low_freq_factor", 1},
+                                    {"high_freq_factor", 4},
+                                    {"original_max_position_embeddings", 8.191e22}}));
+      },
+      {"dir/config.json", "original_max_position_embeddings", "not an integer"});
   expect_config_error([&] { parse(with("eos_token_id", -2)); },
                       {"dir/config.json", "eos_token_id", "not a token id"});
   expect_config_error(
