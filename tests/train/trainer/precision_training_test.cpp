@@ -64,11 +64,6 @@ TrainedRun train(config::TrainConfig cfg) {
   return run;
 }
 
-// The unigram entropies of the splits a config trains and evaluates on (unigram_bound.h).
-test::UnigramBounds bounds_of(const config::TrainConfig& c) {
-  return test::unigram_bounds(c.data.path, c.data.val_fraction, c.model.seq_len);
-}
-
 bool any_line_has(const TrainedRun& run, const std::string& text) {
   for (const std::string& line : run.lines)
     if (line.find(text) != std::string::npos) return true;
@@ -85,7 +80,7 @@ TEST(PrecisionTraining, Fp8BlockwiseLearnsLikeFp32AndReportsItsFigures) {
   const TrainedRun fp32 = train(small_config({}));
   const TrainedRun fp8 = train(small_config({"precision.recipe=fp8_blockwise"}));
   // Both learn to use context: below the unigram entropy of the splits (unigram_bound.h).
-  const test::UnigramBounds bound = bounds_of(small_config({}));
+  const test::UnigramBounds bound = test::unigram_bounds(small_config({}));
   for (const TrainedRun* run : {&fp32, &fp8}) {
     EXPECT_LT(run->summary.final_loss, bound.train - test::kContextMargin);
     EXPECT_LT(run->summary.final_eval_loss, bound.val);
@@ -117,7 +112,7 @@ TEST(PrecisionTraining, Fp4TargetSwitchHappensAtTheConfiguredStepAndSeedsRepeat)
   EXPECT_TRUE(any_line_has(a, "step 151: 7 linear layers changed precision; now compute x14"));
   EXPECT_EQ(a.metrics[0].at("precision").at("recipes").at("nvfp4"), 7);
   EXPECT_EQ(a.metrics[1].at("precision").at("recipes").at("compute"), 14);
-  const test::UnigramBounds bound = bounds_of(small_config(sets));
+  const test::UnigramBounds bound = test::unigram_bounds(small_config(sets));
   EXPECT_LT(a.summary.final_loss, bound.train - test::kContextMargin);
   EXPECT_LT(a.summary.final_eval_loss, bound.val);
   EXPECT_EQ(a.params, b.params) << "stochastic rounding is a function of (seed, position)";

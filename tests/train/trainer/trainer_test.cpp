@@ -81,8 +81,7 @@ TEST(Trainer, TheModelLearnsToUseContext) {
   cfg.train.warmup_steps = 10;
   cfg.train.eval_every = 300;
   cfg.train.eval_batches = 8;
-  const test::UnigramBounds bound =
-      test::unigram_bounds(cfg.data.path, cfg.data.val_fraction, cfg.model.seq_len);
+  const test::UnigramBounds bound = test::unigram_bounds(cfg);
   const TrainRun run = train_once(cfg);
   std::printf("loss %.4f (unigram %.4f, bigram %.4f), eval %.4f (unigram %.4f)\n",
               run.summary.final_loss, bound.train, bound.train_bigram, run.summary.final_eval_loss,

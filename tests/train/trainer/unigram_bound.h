@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "train/config/config.h"
 #include "train/data/dataset.h"
 
 namespace h2::train::test {
@@ -61,6 +62,11 @@ inline UnigramBounds unigram_bounds(const std::string& text_path, double val_fra
   const data::TokenDataset dataset = data::TokenDataset::load(text_path, data::DataFormat::text);
   const data::DataSplit split = dataset.split(val_fraction, seq_len);
   return {unigram_entropy(split.train), unigram_entropy(split.val), bigram_entropy(split.train)};
+}
+
+// The bounds of the splits a config trains and evaluates on.
+inline UnigramBounds unigram_bounds(const config::TrainConfig& c) {
+  return unigram_bounds(c.data.path, c.data.val_fraction, c.model.seq_len);
 }
 
 }  // namespace h2::train::test
