@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <optional>
 #include <tuple>
 
@@ -18,6 +19,7 @@
 #include "parallel/exact_gather.h"
 #include "parallel/pipeline/trace_events.h"
 #include "parallel/runtime/plan_runtime.h"
+#include "train/checkpoint/async_save.h"
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint_state.h"
 #include "train/config/job_plan.h"
@@ -111,6 +113,10 @@ struct Trainer::State {
   int64_t base_step = 0;
   uint64_t base_position = 0;
   std::string resumed_from;  // the checkpoint run() continued from; empty when it started afresh
+  std::unique_ptr<checkpoint::AsyncSave> pending_save;  // checkpoint.async: a save being written
+  int64_t pending_since = 0;                            // the step pending_save holds
+  checkpoint::HostBuffer snapshot_memory;               // kept from one background save to the next
+  std::future<checkpoint::HostBuffer> snapshot_memory_ready;  // the first, prepared meanwhile
 
   State(const config::TrainConfig& cfg, Runtime& rt, std::function<void(const std::string&)> out,
         comm::Communicator& job_comm, bool dry_run)
@@ -187,6 +193,47 @@ struct Trainer::State {
                                                           config.checkpoint.keep_last);
     print(fmt::format("checkpoint: {}", where));
     return where;
+  }
+
+  // Starts DIR/step_NNNNNN in the background (checkpoint.async): the state is copied now and
+  // written while training goes on; finish_pending_save completes it. One save at a time: a save
+  // still being written is finished first.
+  void save_async(int64_t steps) {
+    finish_pending_save();
+    if (snapshot_memory_ready.valid()) snapshot_memory = snapshot_memory_ready.get();
+    pending_save = std::make_unique<checkpoint::AsyncSave>(
+        &job, config.checkpoint.dir,
+        checkpoint::TrainerState{steps, position_at(steps), config::dump_yaml(config), job.size()},
+        rank_contents(engine->state().pieces()), config.checkpoint.keep_last,
+        std::move(snapshot_memory));
+    pending_since = steps;
+  }
+
+  // Every rank's background write is on the disk (collective when the job has several ranks, so
+  // that all of them finish the save after the same step).
+  bool pending_save_written() {
+    if (job.size() == 1) return pending_save->written();
+    bool all = true;
+    for (const auto& rank :
+         parallel::gather_doubles(job, runtime.cpu(), {pending_save->written() ? 1.0 : 0.0}))
+      all = all && rank[0] != 0;
+    return all;
+  }
+
+  // Completes the background save, if any (collective; waits for every rank's write).
+  void finish_pending_save(int64_t now = -1) {
+    if (!pending_save) return;
+    const std::string where = pending_save->finish();
+    const std::string copied = fmt::format("{:.0f} MiB copied in {:.2f} s",
+                                           double(pending_save->snapshot_bytes()) / (1 << 20),
+                                           pending_save->snapshot_seconds());
+    print(
+        now < 0
+            ? fmt::format("checkpoint: {} ({}, then written in the background)", where, copied)
+            : fmt::format("checkpoint: {} ({}, then written in the background during steps {}-{})",
+                          where, copied, pending_since + 1, now));
+    snapshot_memory = pending_save->take_memory();
+    pending_save.reset();
   }
 
   // The first stop signal any rank received (0: none): every rank gets the same answer, so the
@@ -370,6 +417,9 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
   s.engine->executor().set_observer(s.timeline.get());
   parallel::pipeline::align_clocks(s.job, s.runtime.cpu(), *s.timeline);
   s.emulation = std::make_unique<EmulationMonitor>(s.device, s.job, s.runtime.cpu());
+  if (checkpoints && s.config.checkpoint.async && first_step + 1 < t.steps)
+    s.snapshot_memory_ready = checkpoint::prepare_host_buffer(
+        checkpoint::snapshot_bytes_needed(rank_contents(s.engine->state().pieces())));
   if (s.model->apply_precision(s.precision, first_step, t.steps) > 0)
     s.print(fmt::format("precision of the block linears: {}", recipe_summary(s.model->linears())));
   std::vector<int32_t> inputs(size_t(t.batch_size * s.config.model.seq_len)),
@@ -418,9 +468,16 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
       }
       const int64_t every = s.config.checkpoint.every;
       if (checkpoints && (last || (every > 0 && (step + 1) % every == 0))) {
-        const std::string where = s.save(step + 1);
-        if (summary.stopped_by != 0) summary.checkpoint = where;
-        interval_start = Clock::now();
+        if (s.config.checkpoint.async && !last) {
+          s.save_async(step + 1);  // the copy counts as training time, the write overlaps it
+        } else {                   // the last checkpoint is written before the run ends
+          s.finish_pending_save();
+          const std::string where = s.save(step + 1);
+          if (summary.stopped_by != 0) summary.checkpoint = where;
+          interval_start = Clock::now();
+        }
+      } else if (s.pending_save && s.pending_save_written()) {
+        s.finish_pending_save(step + 1);
       }
       if (summary.stopped_by != 0) {
         ++step;

@@ -147,20 +147,19 @@ void load_into(Tensor& tensor, const StoredTensor& stored, const std::string& wh
   tensor.copy_from(staged);
 }
 
-std::string save_checkpoint(comm::Communicator* group, const std::string& dir,
-                            const TrainerState& state, const RankContents& mine,
-                            int64_t keep_last) {
-  const int rank = group != nullptr ? group->rank() : 0;
-  const int ranks = group != nullptr ? group->size() : 1;
-  const fs::path final_dir = fs::path(dir) / fmt::format("step_{:06}", state.step);
-  const fs::path tmp = fs::path(dir) / fmt::format(".tmp_step_{:06}", state.step);
-  if (rank == 0) {
+std::string begin_save(comm::Communicator* group, const std::string& dir, int64_t step) {
+  const fs::path tmp = fs::path(dir) / fmt::format(".tmp_step_{:06}", step);
+  if (group == nullptr || group->rank() == 0) {
     fs::create_directories(dir);
     fs::remove_all(tmp);  // left by a crash mid-write
     fs::create_directories(tmp);
   }
   barrier(group);
+  return tmp.string();
+}
 
+void write_rank_share(const std::string& tmp_dir, int rank, const RankContents& mine) {
+  const fs::path tmp(tmp_dir);
   // Streamed from the state itself: no second copy of this rank's share in memory.
   std::vector<TensorSource> tensors;
   for (Section s : {Section::model, Section::optimizer})
@@ -173,7 +172,15 @@ std::string save_checkpoint(comm::Communicator* group, const std::string& dir,
   const uint64_t sum = write_safetensors((tmp / file).string(), std::move(tensors));
   write_text_durably(tmp / rank_sidecar(rank),
                      sidecar(file, fs::file_size(tmp / file), sum, mine).dump());
-  barrier(group);
+}
+
+std::string finish_save(comm::Communicator* group, const std::string& dir,
+                        const TrainerState& state, int64_t keep_last) {
+  const int rank = group != nullptr ? group->rank() : 0;
+  const int ranks = group != nullptr ? group->size() : 1;
+  const fs::path final_dir = fs::path(dir) / fmt::format("step_{:06}", state.step);
+  const fs::path tmp = fs::path(dir) / fmt::format(".tmp_step_{:06}", state.step);
+  barrier(group);  // every rank's file and sidecar are on the disk
 
   if (rank == 0) {
     Manifest manifest = merge_sidecars(tmp, ranks, state.step);
@@ -196,6 +203,14 @@ std::string save_checkpoint(comm::Communicator* group, const std::string& dir,
   }
   barrier(group);
   return final_dir.string();
+}
+
+std::string save_checkpoint(comm::Communicator* group, const std::string& dir,
+                            const TrainerState& state, const RankContents& mine,
+                            int64_t keep_last) {
+  const std::string tmp = begin_save(group, dir, state.step);
+  write_rank_share(tmp, group != nullptr ? group->rank() : 0, mine);
+  return finish_save(group, dir, state, keep_last);
 }
 
 std::string save_checkpoint(const std::string& dir, const TrainerState& state,

@@ -61,6 +61,15 @@ void load_into(Tensor& tensor, const StoredTensor& stored, const std::string& wh
 // Collective over `group` (every rank calls it; nullptr: a single process). Returns the folder.
 std::string save_checkpoint(comm::Communicator* group, const std::string& dir,
                             const TrainerState& state, const RankContents& mine, int64_t keep_last);
+// The same save in its three phases, for a save that overlaps training (async_save.h):
+// begin_save (collective) makes DIR/.tmp_step_NNNNNN and returns it; write_rank_share writes this
+// rank's file and its sidecar there (no communication: any thread may run it); finish_save
+// (collective, after every rank's write_rank_share) writes trainer.json and the manifest, renames
+// the folder into place, prunes to keep_last and returns the folder.
+std::string begin_save(comm::Communicator* group, const std::string& dir, int64_t step);
+void write_rank_share(const std::string& tmp_dir, int rank, const RankContents& mine);
+std::string finish_save(comm::Communicator* group, const std::string& dir,
+                        const TrainerState& state, int64_t keep_last);
 // A single process writing whole tensors (tools such as `h2 import`).
 std::string save_checkpoint(const std::string& dir, const TrainerState& state,
                             const TensorMap& model, const TensorMap& optimizer, int64_t keep_last);

@@ -173,6 +173,7 @@ struct CheckpointConfig {
   int64_t every = 0;      // steps between checkpoints; 0: only at the end (when dir is set)
   int64_t keep_last = 3;  // 0 keeps all
   bool resume = false;    // resume from the newest checkpoint in dir if there is one
+  bool async = false;     // write in the background while training goes on (async_save.h)
   bool operator==(const CheckpointConfig&) const = default;
 };
 

@@ -275,6 +275,9 @@ const KeyInfo kKeys[] = {
      "checkpoints kept; 0 keeps all", at_least(0)},
     {"checkpoint.resume", KT::boolean, &field<&TC::checkpoint, &CC::resume>,
      "resume from the newest checkpoint in dir"},
+    {"checkpoint.async", KT::boolean, &field<&TC::checkpoint, &CC::async>,
+     "write checkpoints in the background while training goes on (one copy of the state in "
+     "host memory meanwhile); the last one is always written before the run ends"},
 };
 
 bool in_choices(std::string_view choices, std::string_view text) {

@@ -83,6 +83,9 @@ void check_checkpoint(const TrainConfig& c) {
   if (k.every > 0)
     H2_THROW(ConfigError, "{} needs checkpoint.dir, which is empty ({})",
              show(c, "checkpoint.every", k.every), c.origin_of("checkpoint.dir"));
+  if (k.async)
+    H2_THROW(ConfigError, "{} needs checkpoint.dir, which is empty ({})",
+             show(c, "checkpoint.async", "true"), c.origin_of("checkpoint.dir"));
 }
 
 void check_data_file(const TrainConfig& c) {

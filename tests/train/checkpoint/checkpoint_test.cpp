@@ -3,20 +3,17 @@
 // naming the file, and crash safety: a writer killed at random moments (SIGKILL) never leaves
 // anything but complete checkpoints behind.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tests/train/checkpoint/numbered_tensor.h"
+#include "tests/train/checkpoint/writer_kills.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/durable_io.h"
 
@@ -25,17 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A (rows, cols) f32 tensor whose element (r, c) is r * 1000 + c + offset.
-StoredTensor numbered(int64_t rows, int64_t cols, float offset = 0) {
-  StoredTensor t{DType::f32, Shape{rows, cols}, {}};
-  t.bytes.resize(size_t(rows * cols) * 4);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      float v = float(r * 1000 + c) + offset;
-      std::memcpy(t.bytes.data() + (r * cols + c) * 4, &v, 4);
-    }
-  return t;
-}
+using test::fresh_dir;
+using test::numbered;
 
 StoredTensor rows_of(const StoredTensor& t, int64_t begin, int64_t end) {
   const size_t row = t.bytes.size() / size_t(t.shape[0]);
@@ -43,12 +31,6 @@ StoredTensor rows_of(const StoredTensor& t, int64_t begin, int64_t end) {
   out.shape[0] = end - begin;
   out.bytes.assign(t.bytes.begin() + begin * int64_t(row), t.bytes.begin() + end * int64_t(row));
   return out;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / name;
-  fs::remove_all(dir);
-  return dir;
 }
 
 TEST(EvenRows, SplitsEveryRowOnceLowerRanksFirst) {
@@ -273,30 +255,11 @@ TEST(Checkpoint, ACorruptedFileIsRefusedNamingIt) {
 // what was saved at its step.
 TEST(Checkpoint, AWriterKilledAtAnyMomentLeavesTheLastCompleteCheckpoint) {
   fs::path dir = fresh_dir("h2_checkpoint_kill");
-  int64_t last_step = 1;
-  save_checkpoint(dir.string(), {1, 0, "", 1}, {{"w", numbered(1024, 4096, 1)}}, {}, 2);
-  const int64_t first_step = last_step;
-  for (int round = 0; round < 6; ++round) {
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      for (int64_t step = last_step + 1;; ++step)
-        save_checkpoint(dir.string(), {step, 0, "", 1}, {{"w", numbered(1024, 4096, float(step))}},
-                        {}, 2);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200 + 90 * round));
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    auto latest = latest_checkpoint(dir.string());
-    ASSERT_TRUE(latest.has_value()) << "round " << round << ": no complete checkpoint";
-    const int64_t step = read_trainer_state(*latest).step;
-    EXPECT_GE(step, last_step) << "round " << round;
-    EXPECT_EQ(read_model_tensors(*latest).at("w").bytes, numbered(1024, 4096, float(step)).bytes)
-        << "round " << round << ", " << *latest;
-    last_step = step;
-  }
-  EXPECT_GT(last_step, first_step)
-      << "the writer never finished a checkpoint; the test proves nothing";
+  test::expect_kills_leave_complete_checkpoints(dir, [&](int64_t first) {
+    for (int64_t step = first;; ++step)
+      save_checkpoint(dir.string(), {step, 0, "", 1}, {{"w", numbered(1024, 4096, float(step))}},
+                      {}, 2);
+  });
 }
 
 }  // namespace

@@ -161,6 +161,8 @@ TEST_F(ConfigErrorTest, OtherImpossibleCombinations) {
   expect_set_error("train.device=cuda:x", {"train.device = 'cuda:x'", "not a device"});
   expect_set_error("checkpoint.resume=true", {"checkpoint.resume", "needs checkpoint.dir"});
   expect_set_error("checkpoint.every=10", {"checkpoint.every = 10 (--set)", "checkpoint.dir"});
+  expect_set_error("checkpoint.async=true",
+                   {"checkpoint.async = true (--set)", "needs checkpoint.dir"});
   expect_yaml_error("train:\n  eval_every: 10\n",
                     {"train.eval_every = 10", "data.val_fraction = 0"}, {"data.val_fraction=0"});
 }

@@ -100,6 +100,7 @@ checkpoint:
   every: 100
   keep_last: 2
   resume: true
+  async: true
 )";
 }
 
@@ -182,6 +183,7 @@ TEST(ConfigTest, LoadsEveryKeyFromYaml) {
   EXPECT_EQ(c.checkpoint.every, 100);
   EXPECT_EQ(c.checkpoint.keep_last, 2);
   EXPECT_TRUE(c.checkpoint.resume);
+  EXPECT_TRUE(c.checkpoint.async);
   EXPECT_EQ(c.origin_of("model.dim"), cfg_path + ":4");
   EXPECT_EQ(c.origin.size(), keys().size());
 }
