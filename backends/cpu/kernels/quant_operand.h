@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -45,6 +46,13 @@ class QuantOperand {
     }
   }
 
+  // Block (rb, cb)'s scale less bf16_factor(): 1 for a per-tensor scale, the E4M3 block scale
+  // for NVFP4 (without the global), 2^e for E8M0.
+  float local_scale(int64_t rb, int64_t cb) const {
+    if (rule_ == ScaleRule::f32_amax) return 1.0f;
+    return scale_table_[static_cast<const uint8_t*>(scales_)[rb * GC_ + cb]];
+  }
+
   // The FP32 scale of block (rb, cb).
   float scale(int64_t rb, int64_t cb) const {
     const int64_t i = rb * GC_ + cb;
@@ -82,6 +90,55 @@ class QuantOperand {
     }
   }
 
+  // The exact bf16 form used by qmatmul's bf16 path: element = bf16_factor() * local(r, k), with
+  // every local value a bf16 number. It exists when the block scales fold into the elements
+  // without rounding: a per-tensor FP32 scale (local = the code's value, at most 4 significant
+  // bits; factor = the scale), E8M0 scales (local = value * 2^e, as long as every block's 2^e
+  // keeps the values normal bf16 numbers: >= 2^-100 here), NVFP4 (local = E2M1 value * E4M3
+  // scale, at most 2 + 4 significant bits; factor = the global scale). Not for FP32 block scales
+  // along K (fp8_blockwise): their product with a code has up to 28 significant bits.
+  bool folds_to_bf16(int64_t rows) const {
+    if (rule_ == ScaleRule::f32_amax) return br_ >= rows && bc_ >= K_;  // one block
+    if (rule_ == ScaleRule::nvfp4) return true;
+    const int64_t blocks = (rows + br_ - 1) / br_ * GC_;  // E8M0
+    const auto* codes = static_cast<const uint8_t*>(scales_);
+    for (int64_t i = 0; i < blocks; ++i)
+      if (codes[i] < 27 || codes[i] == 0xFF) return false;  // below 2^-100, or NaN
+    return true;
+  }
+  float bf16_factor() const {
+    if (rule_ == ScaleRule::f32_amax) return static_cast<const float*>(scales_)[0];
+    return rule_ == ScaleRule::nvfp4 ? global_ : 1.0f;
+  }
+
+  // dst[k] = local(r, k) for k < K, as bf16 bits (exact: see folds_to_bf16).
+  void decode_row_bf16(int64_t r, uint16_t* dst) const {
+    const int64_t rb = r / br_;
+    float buf[kBf16Chunk];
+    for (int64_t k0 = 0; k0 < K_; k0 += kBf16Chunk) {
+      const int64_t n = std::min(kBf16Chunk, K_ - k0);
+      for (int64_t k = k0; k < k0 + n;) {  // one block segment at a time
+        const int64_t cb = k / bc_;
+        const int64_t end = std::min(k0 + n, (cb + 1) * bc_);
+        const float s = local_scale(rb, cb);
+        float* out = buf + (k - k0);
+        if (element_ == Format::e2m1) {  // k and the segment are even (check_spec)
+          const uint8_t* c = codes_ + (r * K_ + k) / 2;
+          for (int64_t j = 0; j < (end - k) / 2; ++j) {
+            out[2 * j] = pairs_[c[j]][0] * s;
+            out[2 * j + 1] = pairs_[c[j]][1] * s;
+          }
+        } else {
+          const uint8_t* c = codes_ + r * K_ + k;
+          for (int64_t j = 0; j < end - k; ++j) out[j] = table_[c[j]] * s;
+        }
+        k = end;
+      }
+      for (int64_t j = 0; j < n; ++j)  // exact values: the top half of the f32 bits
+        dst[k0 + j] = uint16_t(std::bit_cast<uint32_t>(buf[j]) >> 16);
+    }
+  }
+
   // Rows [r0, r0 + rows), columns [k0, k0 + kc) into tile (rows x kc), rows in parallel.
   void decode_tile(int64_t r0, int64_t rows, int64_t k0, int64_t kc, float* tile) const {
     parallel_for(rows, kc * 2, [&](int64_t begin, int64_t end) {
@@ -90,6 +147,8 @@ class QuantOperand {
   }
 
  private:
+  static constexpr int64_t kBf16Chunk = 256;  // elements decoded per conversion to bf16
+
   const uint8_t* codes_;
   Format element_;
   int64_t K_, br_, bc_, GC_;
