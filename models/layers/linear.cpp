@@ -15,6 +15,18 @@ std::string module_of(const std::string& param_name) {
   return m;
 }
 
+// The (C, R) transpose of a quantized (R, C) matrix with one-byte codes and f32 scales: the
+// codes copied as bytes (the copy op moves u8, not FP8 values).
+lowp::QTensor transposed(const lowp::QTensor& q) {
+  lowp::QTensor t = lowp::QTensor::empty(q.spec, q.cols(), q.rows(), q.codes.device());
+  auto bytes = [](const Tensor& codes) {
+    return Tensor::from_blob(codes.data(), codes.shape(), DType::u8, codes.device());
+  };
+  bytes(t.codes).copy_from(bytes(q.codes).transpose(0, 1));
+  t.scales.copy_from(q.scales.transpose(0, 1));
+  return t;
+}
+
 }  // namespace
 
 Linear::Linear(Param weight) : w_(std::move(weight)), module_(module_of(w_.name)) {}
@@ -23,6 +35,7 @@ void Linear::set_recipe(std::optional<lowp::Recipe> recipe,
                         const lowp::LowPrecisionOptions& options) {
   recipe_ = std::move(recipe);
   x_ = weight_ = dy_ = Operand{};
+  forward_weight_.reset();
   seed_ = name_key(options.seed, module_);  // one stochastic-rounding stream per layer
   backward_count_ = 0;
   if (!recipe_) return;
@@ -65,6 +78,18 @@ void Linear::forward(const Tensor& out, const Tensor& x) {
   lowp::QTensor xq = quantize(x_, x, false, false);
   lowp::QTensor wq = quantize(weight_, w_.value, false, false);
   ops::qmatmul({.out = out, .a = xq, .b = wq});
+  if (weight_transposes()) forward_weight_ = wq;
+}
+
+// Not delayed scaling (its scale moves between the forward and the backward quantization),
+// one-byte codes (E2M1 packs two per byte) and blocks that transposition maps onto each other:
+// the whole tensor, or square blocks (fp8_blockwise's 128 x 128). Then every block of W^T has
+// the amax, the scale and, element by element, the codes of its transposed block of W
+// (Quantize.SquareBlocksTransposeBitForBit checks it).
+bool Linear::weight_transposes() const {
+  const lowp::QuantSpec& w = recipe_->weight;
+  return recipe_->scaling != lowp::Scaling::delayed && w.element != lowp::Format::e2m1 &&
+         w.rule == lowp::ScaleRule::f32_amax && w.block_rows == w.block_cols;
 }
 
 void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx) {
@@ -74,7 +99,8 @@ void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool 
     ops::matmul({.out = dx, .a = dy, .b = w_.value, .beta = beta});
   } else {  // dgrad: dx (N, I) = dy (N, O) . W^T (I, O)^T, K = O.
     lowp::QTensor dyq = quantize(dy_, dy, false, recipe_->grad_stochastic, 2 * index);
-    lowp::QTensor wtq = quantize(weight_, w_.value, true, false);
+    const lowp::QTensor wtq =
+        forward_weight_ ? transposed(*forward_weight_) : quantize(weight_, w_.value, true, false);
     ops::qmatmul({.out = dx, .a = dyq, .b = wtq, .beta = beta});
   }
   if (defer_weight_grad_)

@@ -76,12 +76,18 @@ class Linear {
   lowp::QTensor quantize(Operand& op, const Tensor& in, bool transpose, bool stochastic,
                          uint64_t stream = 0);
   void weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index);
+  // Whether W^T's quantization equals the transpose of W's bit for bit, so that dgrad may take
+  // the forward's (see linear.cpp).
+  bool weight_transposes() const;
   OperandStats read(const Operand& op) const;
 
   Param w_;
   std::string module_;
   std::optional<lowp::Recipe> recipe_;
   Operand x_, weight_, dy_;
+  // The forward's quantized W, kept for dgrad while weight_transposes(): the weights do not
+  // change between a micro-batch's forward and its backward (the optimizer steps after both).
+  std::optional<lowp::QTensor> forward_weight_;
   uint64_t seed_ = 0;
   uint64_t backward_count_ = 0;  // backward() calls since set_recipe: numbers the SR streams
   bool defer_weight_grad_ = false;

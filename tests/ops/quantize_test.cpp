@@ -256,6 +256,37 @@ TEST(Quantize, TransposedInputMatchesTheTranspose) {
   }
 }
 
+// What Linear's dgrad relies on (models/layers/linear.cpp, weight_transposes): with square
+// blocks or one block per tensor, quantizing W^T gives the transpose of W's quantization, codes
+// and scales, bit for bit, partial edge blocks included.
+TEST(Quantize, SquareBlocksTransposeBitForBit) {
+  const int64_t O = 200, I = 300;  // W (O, I): partial 128-blocks along both
+  std::mt19937_64 rng(12);
+  const std::vector<float> w = spread_values(rng, O * I);
+  auto transposed_bytes = [](const Tensor& t) {  // a (R, C) one-byte or f32 tensor, transposed
+    const std::vector<uint8_t> b = download_bytes(t);
+    const int64_t R = t.size(0), C = t.size(1), e = int64_t(b.size()) / (R * C);
+    std::vector<uint8_t> out(b.size());
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t x = 0; x < e; ++x)
+          out[size_t((c * R + r) * e + x)] = b[size_t((r * C + c) * e + x)];
+    return out;
+  };
+  for (DType in_dtype : {DType::f32, DType::bf16})
+    for (const QuantSpec& s : {spec(Format::e4m3, ScaleRule::f32_amax, 128, 128),
+                               spec(Format::e4m3, ScaleRule::f32_amax, 0, 0),
+                               spec(Format::e5m2, ScaleRule::f32_amax, 0, 0)}) {
+      SCOPED_TRACE(lowp::describe(s) + " " + std::string(dtype_name(in_dtype)));
+      const lowp::QTensor wq = quantize_values(cpu(), w, O, I, s, in_dtype);
+      lowp::QTensor wtq = lowp::QTensor::empty(s, I, O, cpu());
+      ops::quantize(
+          {.q = wtq, .in = tensor_from_floats(w, {O, I}, in_dtype, cpu()), .transpose = true});
+      EXPECT_EQ(download_bytes(wtq.codes), transposed_bytes(wq.codes));
+      EXPECT_EQ(download_bytes(wtq.scales), transposed_bytes(wq.scales));
+    }
+}
+
 TEST(Quantize, Bf16InputEqualsItsRoundedValues) {
   std::mt19937_64 rng(5);
   std::vector<float> x = spread_values(rng, 7 * 96);
