@@ -4,12 +4,14 @@
 # BF16, and with each recipe below on BF16 activations, alternating runs, ROUNDS of each, median
 # step time over the steps after the warm-up (per-step metrics lines, log.every=1), then the
 # median over runs (bench/lowp_summary.py). The FP8/FP4 GEMMs are emulated on the CPU (quantize,
-# then decode tiles into an FP32 sgemm), so this measures what emulation costs, not what an FP8
-# tensor core gains. The peer, PyTorch at the same shape (bench/train_peer_torch.py, random tokens,
+# then decode tiles into an FP32 sgemm, or into one exact bf16 GEMM where the scales allow it:
+# docs/numerics.md), so this measures what emulation costs, not what an FP8 tensor core gains. The peer, PyTorch at the same shape (bench/train_peer_torch.py, random tokens,
 # FP32 and BF16 autocast, 2 threads), runs in the same rounds. Each run starts on a quiet machine
 # (bench/quiet_machine.sh).
 # Usage: bench/lowp_bench.sh [OUT_DIR]   (default build/lowp-bench)
 #   env: ROUNDS (3), H2 (build/bin/h2), PY (.venv-bench/bin/python; empty: no peer), TRIES (10),
+#        BASE (another h2 binary, e.g. a build of the previous commit: each run repeated with it
+#        right after, reported as base_NAME),
 #        STEPS (30 timed, after 5 warm-up), RUNS ("f32 bf16 fp8_blockwise fp8_current mxfp8 nvfp4
 #        mxfp4")
 set -euo pipefail
@@ -17,6 +19,7 @@ cd "$(dirname "$0")/.."
 out=${1:-build/lowp-bench}
 rounds=${ROUNDS:-3}
 h2=${H2:-build/bin/h2}
+base=${BASE:-}
 tries=${TRIES:-10}
 py=${PY-.venv-bench/bin/python}
 steps=${STEPS:-30}
@@ -35,9 +38,13 @@ for i in $(seq "$rounds"); do
       bf16) sets=() ;;
       *) sets=(--set precision.recipe="$name") ;;
     esac
-    quiet_run "$name.$i" "$out/$name.$i.log" "$out/$name.$i.log" "$h2" train \
-      configs/train/numerics-256.yaml "${sets[@]}" --set train.steps=$((warm + steps)) \
-      --set train.eval_every=0 --set log.every=1 --set log.metrics_file="$out/$name.$i.jsonl"
+    for binary in "$h2" ${base:+"$base"}; do
+      tag=$name
+      [[ $binary == "$base" ]] && tag=base_$name
+      quiet_run "$tag.$i" "$out/$tag.$i.log" "$out/$tag.$i.log" "$binary" train \
+        configs/train/numerics-256.yaml "${sets[@]}" --set train.steps=$((warm + steps)) \
+        --set train.eval_every=0 --set log.every=1 --set log.metrics_file="$out/$tag.$i.jsonl"
+    done
   done
   if [[ -n $py ]]; then
     peer=("$py" bench/train_peer_torch.py --vocab-size 256 --dim 256 --n-layers 4 --n-heads 4
@@ -47,5 +54,7 @@ for i in $(seq "$rounds"); do
       --autocast-bf16
   fi
 done
-python3 bench/lowp_summary.py "$out" "${runs[@]}" | tee "$out/summary.md"
+names=("${runs[@]}")
+[[ -n $base ]] && names+=("${runs[@]/#/base_}")
+python3 bench/lowp_summary.py "$out" "${names[@]}" | tee "$out/summary.md"
 echo "results in $out (load log: $out/load.txt)"
