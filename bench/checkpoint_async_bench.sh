@@ -5,7 +5,7 @@
 # save, synchronous saves and background saves. 21 steps, a checkpoint every 8 (steps 8 and 16;
 # the last step's is written synchronously in both saving modes, as h2 train always does). The
 # steps a background write overlapped come from the run's own log ("written in the background
-# during steps A-B"); step times from the per-step metrics (log.every=1). Steps 2-8 are reported
+# during steps A-B", or "during step A"); step times from the per-step metrics (log.every=1). Steps 2-8 are reported
 # too: while they run, a low-priority thread maps and touches the memory of the first copy. ROUNDS rounds, the three
 # modes alternating, each on a quiet machine (bench/quiet_machine.sh); medians over the rounds.
 # Usage: bench/checkpoint_async_bench.sh [OUT_DIR] (default build/ckpt-async-bench; needs build/bin/h2)
@@ -52,7 +52,8 @@ ratios, prep, rows = [], [], []
 for i in range(1, rounds + 1):
     none, asy = step_ms("none", i), step_ms("async", i)
     log = open(f"{out}/async.{i}.log").read()
-    steps = [s for a, b in re.findall(r"during steps (\d+)-(\d+)", log) for s in range(int(a), int(b) + 1)]
+    steps = [s for a, b in re.findall(r"during steps? (\d+)(?:-(\d+))?", log)
+             for s in range(int(a), int(b or a) + 1)]
     d = st.median(asy[s] for s in steps); n = st.median(none[s] for s in steps)
     ratios.append(d / n)
     p = st.median(asy[s] for s in range(2, 9)) / st.median(none[s] for s in range(2, 9))

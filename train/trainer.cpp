@@ -227,11 +227,12 @@ struct Trainer::State {
     const std::string copied = fmt::format("{:.0f} MiB copied in {:.2f} s",
                                            double(pending_save->snapshot_bytes()) / (1 << 20),
                                            pending_save->snapshot_seconds());
-    print(
-        now < 0
-            ? fmt::format("checkpoint: {} ({}, then written in the background)", where, copied)
-            : fmt::format("checkpoint: {} ({}, then written in the background during steps {}-{})",
-                          where, copied, pending_since + 1, now));
+    const std::string during = now < 0 ? ""
+                               : now == pending_since + 1
+                                   ? fmt::format(" during step {}", now)
+                                   : fmt::format(" during steps {}-{}", pending_since + 1, now);
+    print(fmt::format("checkpoint: {} ({}, then written in the background{})", where, copied,
+                      during));
     snapshot_memory = pending_save->take_memory();
     pending_save.reset();
   }
@@ -417,7 +418,11 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
   s.engine->executor().set_observer(s.timeline.get());
   parallel::pipeline::align_clocks(s.job, s.runtime.cpu(), *s.timeline);
   s.emulation = std::make_unique<EmulationMonitor>(s.device, s.job, s.runtime.cpu());
-  if (checkpoints && s.config.checkpoint.async && first_step + 1 < t.steps)
+  // The first background save's memory, prepared meanwhile when there will be one (the last
+  // step's save is synchronous).
+  const int64_t every = s.config.checkpoint.every;
+  if (checkpoints && s.config.checkpoint.async && every > 0 &&
+      (first_step / every + 1) * every < t.steps)
     s.snapshot_memory_ready = checkpoint::prepare_host_buffer(
         checkpoint::snapshot_bytes_needed(rank_contents(s.engine->state().pieces())));
   if (s.model->apply_precision(s.precision, first_step, t.steps) > 0)
@@ -466,7 +471,6 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
         interval_start = Clock::now();  // evaluation time is not training time
         interval_steps = 0;
       }
-      const int64_t every = s.config.checkpoint.every;
       if (checkpoints && (last || (every > 0 && (step + 1) % every == 0))) {
         if (s.config.checkpoint.async && !last) {
           s.save_async(step + 1);  // the copy counts as training time, the write overlaps it
