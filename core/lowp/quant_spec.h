@@ -34,6 +34,7 @@ struct QuantSpec {
   ScaleRule rule = ScaleRule::f32_amax;
   int64_t block_rows = 0;  // 0: all rows of the (R, K) matrix
   int64_t block_cols = 0;  // along K; 0: all of K
+  bool operator==(const QuantSpec&) const = default;
 };
 
 // The storage dtype of a format's codes (f8e4m3, f8e5m2, f4e2m1).

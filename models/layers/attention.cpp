@@ -32,9 +32,10 @@ Tensor Attention::forward(const Tensor& x) {
   Tensor q = Tensor::empty({B, T, H_, D_}, dt, dev);
   Tensor k = Tensor::empty({B, T, Hkv_, D_}, dt, dev);
   Tensor v = Tensor::empty({B, T, Hkv_, D_}, dt, dev);
-  wq_.forward(q.view({N, H_ * D_}), h);
-  wk_.forward(k.view({N, Hkv_ * D_}), h);
-  wv_.forward(v.view({N, Hkv_ * D_}), h);
+  SharedInput shared_h;  // q, k and v quantize h once between them
+  wq_.forward(q.view({N, H_ * D_}), h, &shared_h);
+  wk_.forward(k.view({N, Hkv_ * D_}), h, &shared_h);
+  wv_.forward(v.view({N, Hkv_ * D_}), h, &shared_h);
   ops::rope_fwd({.out = q, .x = q, .theta = theta_, .scaling = rope_scaling_});
   ops::rope_fwd({.out = k, .x = k, .theta = theta_, .scaling = rope_scaling_});
   Tensor att = Tensor::empty({B, T, H_, D_}, dt, dev);
@@ -70,9 +71,10 @@ Tensor Attention::backward(const Tensor& dy) {
   ops::rope_bwd({.out = dq, .x = dq, .theta = theta_, .scaling = rope_scaling_});
   ops::rope_bwd({.out = dk, .x = dk, .theta = theta_, .scaling = rope_scaling_});
   Tensor dh = Tensor::empty({N, C}, dt, dev);
-  wq_.backward(dh, dq.view({N, H_ * D_}), h_);
-  wk_.backward(dh, dk.view({N, Hkv_ * D_}), h_, /*accumulate_dx=*/true);
-  wv_.backward(dh, dv.view({N, Hkv_ * D_}), h_, /*accumulate_dx=*/true);
+  SharedInput shared_h;  // and h^T for their weight gradients
+  wq_.backward(dh, dq.view({N, H_ * D_}), h_, false, &shared_h);
+  wk_.backward(dh, dk.view({N, Hkv_ * D_}), h_, /*accumulate_dx=*/true, &shared_h);
+  wv_.backward(dh, dv.view({N, Hkv_ * D_}), h_, /*accumulate_dx=*/true, &shared_h);
   h_ = q_ = k_ = v_ = att_ = lse_ = Tensor();
   Tensor dx = norm_.backward(dh.view({B, T, C}));
   ops::add({.out = dx, .a = dx, .b = dy});  // residual

@@ -29,6 +29,19 @@ lowp::QTensor transposed(const lowp::QTensor& q) {
 
 }  // namespace
 
+const SharedInput::Entry* SharedInput::find(const lowp::QuantSpec& spec, bool transpose) const {
+  for (const Entry& e : entries_)
+    if (e.spec == spec && e.transpose == transpose) return &e;
+  return nullptr;
+}
+
+void SharedInput::keep(const lowp::QuantSpec& spec, bool transpose, const lowp::QTensor& q,
+                       const Tensor& stats) {
+  Tensor copy = Tensor::empty(stats.shape(), stats.dtype(), stats.device());
+  copy.copy_from(stats);
+  entries_.push_back({spec, transpose, q, copy});
+}
+
 Linear::Linear(Param weight) : w_(std::move(weight)), module_(module_of(w_.name)) {}
 
 void Linear::set_recipe(std::optional<lowp::Recipe> recipe,
@@ -73,9 +86,21 @@ lowp::QTensor Linear::quantize(Operand& op, const Tensor& in, bool transpose, bo
   return q;
 }
 
-void Linear::forward(const Tensor& out, const Tensor& x) {
+lowp::QTensor Linear::quantize_input(const Tensor& x, bool transpose, SharedInput* shared) {
+  if (shared == nullptr || x_.history) return quantize(x_, x, transpose, false);
+  if (const SharedInput::Entry* hit = shared->find(x_.spec, transpose)) {
+    x_.stats.copy_from(hit->stats);
+    x_.numel = x.numel();
+    return hit->q;
+  }
+  lowp::QTensor q = quantize(x_, x, transpose, false);
+  shared->keep(x_.spec, transpose, q, x_.stats);
+  return q;
+}
+
+void Linear::forward(const Tensor& out, const Tensor& x, SharedInput* shared) {
   if (!recipe_) return linear_fwd(out, x, w_);
-  lowp::QTensor xq = quantize(x_, x, false, false);
+  lowp::QTensor xq = quantize_input(x, false, shared);
   lowp::QTensor wq = quantize(weight_, w_.value, false, false);
   ops::qmatmul({.out = out, .a = xq, .b = wq});
   if (weight_transposes()) forward_weight_ = wq;
@@ -92,7 +117,8 @@ bool Linear::weight_transposes() const {
          w.rule == lowp::ScaleRule::f32_amax && w.block_rows == w.block_cols;
 }
 
-void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx) {
+void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx,
+                      SharedInput* shared) {
   const float beta = accumulate_dx ? 1.0f : 0.0f;
   const uint64_t index = backward_count_++;
   if (!recipe_) {
@@ -106,7 +132,7 @@ void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool 
   if (defer_weight_grad_)
     pending_.push_back({dy, x, index});
   else
-    weight_grad(dy, x, index);
+    weight_grad(dy, x, index, shared);
 }
 
 void Linear::weight_backward() {
@@ -117,11 +143,12 @@ void Linear::weight_backward() {
   weight_grad(p.dy, p.x, p.backward_index);
 }
 
-void Linear::weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index) {
+void Linear::weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index,
+                         SharedInput* shared) {
   if (!recipe_) return accumulate_weight_grad(w_.grad, dy, x);
   // wgrad: dW (O, I) += dy^T (O, N) . x^T (I, N)^T, K = N; FP32 straight into the grad.
   lowp::QTensor dytq = quantize(dy_, dy, true, recipe_->grad_stochastic, 2 * backward_index + 1);
-  lowp::QTensor xtq = quantize(x_, x, true, false);
+  lowp::QTensor xtq = quantize_input(x, true, shared);
   ops::qmatmul({.out = w_.grad, .a = dytq, .b = xtq, .beta = 1});
 }
 

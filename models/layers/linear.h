@@ -10,6 +10,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/lowp/delayed_scaling.h"
 #include "core/lowp/precision_policy.h"
@@ -26,6 +27,26 @@ struct OperandStats {
 
 struct LinearStats {
   OperandStats x, w, dy;
+};
+
+// The quantizations of one input tensor, shared by the linear layers that read it (q, k and v
+// read the same normalised x; gate and up too): the first layer to quantize it for a spec and
+// orientation keeps the result and its statistics, the others take them instead of quantizing
+// the same values again. Scoped to one forward or one backward of the block that owns it.
+class SharedInput {
+ public:
+  struct Entry {
+    lowp::QuantSpec spec;
+    bool transpose = false;
+    lowp::QTensor q;
+    Tensor stats;  // a copy of amax and saturated count
+  };
+  const Entry* find(const lowp::QuantSpec& spec, bool transpose) const;
+  void keep(const lowp::QuantSpec& spec, bool transpose, const lowp::QTensor& q,
+            const Tensor& stats);
+
+ private:
+  std::vector<Entry> entries_;
 };
 
 class Linear {
@@ -47,11 +68,12 @@ class Linear {
   }
   bool quantized() const { return recipe_.has_value(); }
 
-  // out = x W^T.
-  void forward(const Tensor& out, const Tensor& x);
+  // out = x W^T. `shared`: x's quantizations shared with the other layers reading this x.
+  void forward(const Tensor& out, const Tensor& x, SharedInput* shared = nullptr);
   // dx = dy W (or += when accumulate_dx); W.grad += dy^T x, or, while weight gradients are
-  // deferred, (dy, x) kept for weight_backward().
-  void backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx = false);
+  // deferred, (dy, x) kept for weight_backward(). `shared` as in forward (for x^T in wgrad).
+  void backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx = false,
+                SharedInput* shared = nullptr);
 
   // Split backward (ZB-H1's I and W actions): while on, backward() computes dx only and queues
   // its (dy, x); weight_backward() adds the oldest queued pair's dy^T x into W.grad, so the
@@ -75,7 +97,11 @@ class Linear {
   // quantization of dy, so the draws do not depend on the order of dgrad and wgrad.
   lowp::QTensor quantize(Operand& op, const Tensor& in, bool transpose, bool stochastic,
                          uint64_t stream = 0);
-  void weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index);
+  // x (or x^T) quantized, or taken from `shared` (not under delayed scaling: each layer's history
+  // records its own quantizations).
+  lowp::QTensor quantize_input(const Tensor& x, bool transpose, SharedInput* shared);
+  void weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index,
+                   SharedInput* shared = nullptr);
   // Whether W^T's quantization equals the transpose of W's bit for bit, so that dgrad may take
   // the forward's (see linear.cpp).
   bool weight_transposes() const;

@@ -24,8 +24,9 @@ Tensor Mlp::forward(const Tensor& x) {
   Tensor h = norm_.forward(x).view({N, C});
   Tensor g = Tensor::empty({N, F_}, dt, dev);
   Tensor u = Tensor::empty({N, F_}, dt, dev);
-  wg_.forward(g, h);
-  wu_.forward(u, h);
+  SharedInput shared_h;  // gate and up quantize h once between them
+  wg_.forward(g, h, &shared_h);
+  wu_.forward(u, h, &shared_h);
   Tensor a = Tensor::empty({N, F_}, dt, dev);
   ops::swiglu_fwd({.out = a, .gate = g, .up = u});
   Tensor y = Tensor::empty(x.shape(), dt, dev);
@@ -46,8 +47,9 @@ Tensor Mlp::backward(const Tensor& dy) {
   Tensor du = Tensor::empty({N, F_}, dt, dev);
   ops::swiglu_bwd({.dgate = dg, .dup = du, .dout = da, .gate = g_, .up = u_});
   Tensor dh = Tensor::empty({N, C}, dt, dev);
-  wg_.backward(dh, dg, h_);
-  wu_.backward(dh, du, h_, /*accumulate_dx=*/true);
+  SharedInput shared_h;  // and h^T for their weight gradients
+  wg_.backward(dh, dg, h_, false, &shared_h);
+  wu_.backward(dh, du, h_, /*accumulate_dx=*/true, &shared_h);
   h_ = g_ = u_ = a_ = Tensor();
   Tensor dx = norm_.backward(dh.view({B, T, C}));
   ops::add({.out = dx, .a = dx, .b = dy});  // residual

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -280,6 +281,49 @@ TEST(LinearPrecision, DeferredWeightGradientsEqualTheUnsplitBackward) {
     EXPECT_EQ(whole.first, split.first) << recipe;
     EXPECT_EQ(whole.second, split.second) << recipe;
   }
+}
+
+// Layers reading one input share its quantizations (SharedInput, as q/k/v and gate/up do): the
+// second layer's output, dx, weight gradient and statistics equal those it computes quantizing
+// the input itself, bit for bit; a spec the first layer did not use is quantized anew.
+TEST(LinearPrecision, SharedInputQuantizationsEqualTheLayersOwn) {
+  for (const char* recipe : {"fp8_blockwise", "nvfp4", "mxfp8", "fp8_current"}) {
+    SCOPED_TRACE(recipe);
+    auto run = [&](bool share) {
+      Fixture f;
+      models::Linear second{models::make_param("model.layers.0.mlp.gate_proj.weight", {kO, kI},
+                                               models::Init::normal, 0.02f, 7, DType::f32, f.cpu)};
+      f.linear.set_recipe(lowp::find_recipe(recipe));
+      second.set_recipe(lowp::find_recipe(recipe));
+      models::SharedInput forward_shared, backward_shared;
+      Tensor out1 = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+      Tensor out2 = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+      f.linear.forward(out1, f.xt, share ? &forward_shared : nullptr);
+      second.forward(out2, f.xt, share ? &forward_shared : nullptr);
+      Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
+      f.linear.backward(dx, f.dyt, f.xt, false, share ? &backward_shared : nullptr);
+      second.backward(dx, f.dyt, f.xt, true, share ? &backward_shared : nullptr);
+      const models::LinearStats stats = second.stats();
+      return std::tuple{tensor_to_floats(out2), tensor_to_floats(dx),
+                        tensor_to_floats(second.param().grad), stats.x.amax,
+                        stats.x.saturated_fraction};
+    };
+    const auto own = run(false), shared = run(true);
+    EXPECT_EQ(std::get<0>(own), std::get<0>(shared)) << "output";
+    EXPECT_EQ(std::get<1>(own), std::get<1>(shared)) << "dx";
+    EXPECT_EQ(std::get<2>(own), std::get<2>(shared)) << "weight gradient";
+    EXPECT_EQ(std::get<3>(own), std::get<3>(shared)) << "x amax";
+    EXPECT_EQ(std::get<4>(own), std::get<4>(shared)) << "x saturated fraction";
+    EXPECT_GT(std::get<3>(shared), 0.0f) << "the shared statistics were not copied";
+  }
+  models::SharedInput shared;  // keyed by spec and orientation
+  const lowp::Recipe blockwise = lowp::find_recipe("fp8_blockwise");
+  Fixture f;
+  const lowp::QTensor q = lowp::QTensor::empty(blockwise.input, kN, kI, f.cpu);
+  shared.keep(blockwise.input, false, q, Tensor::zeros({2}, DType::f32, f.cpu));
+  EXPECT_NE(shared.find(blockwise.input, false), nullptr);
+  EXPECT_EQ(shared.find(blockwise.input, true), nullptr);
+  EXPECT_EQ(shared.find(blockwise.weight, false), nullptr);
 }
 
 TEST(LinearPrecision, StochasticGradientRoundingIsReproducibleForASeed) {
