@@ -1,4 +1,5 @@
-// Loading trained weights into a models::Llama (see model_loading.h).
+// Loading trained weights into a models::Llama (see model_loading.h); also the model config and
+// FLOPs per token that trainer.h declares, which loading and training share.
 #include "train/model_loading.h"
 
 #include <filesystem>
@@ -9,6 +10,31 @@
 #include "train/trainer.h"
 
 namespace h2::train {
+
+// (Declared in trainer.h.)
+models::LlamaConfig llama_config(const config::ModelConfig& m) {
+  return {.vocab_size = m.vocab_size,
+          .dim = m.dim,
+          .n_layers = m.n_layers,
+          .n_heads = m.n_heads,
+          .n_kv_heads = m.n_kv_heads,
+          .ffn_dim = m.ffn_dim,
+          .seq_len = m.seq_len,
+          .rope_theta = float(m.rope_theta),
+          .rope_scaling = {.factor = m.rope_scaling_factor,
+                           .low_freq_factor = m.rope_low_freq_factor,
+                           .high_freq_factor = m.rope_high_freq_factor,
+                           .original_max_positions = double(m.rope_original_max_positions)},
+          .norm_eps = float(m.norm_eps),
+          .tie_embeddings = m.tie_embeddings};
+}
+
+double training_flops_per_token(const models::LlamaConfig& cfg, int64_t num_parameters) {
+  // The input embedding is a lookup, not a matmul: leave it out unless the head shares it.
+  double matmul_parameters = double(num_parameters);
+  if (!cfg.tie_embeddings) matmul_parameters -= double(cfg.vocab_size * cfg.dim);
+  return 6.0 * matmul_parameters + 6.0 * double(cfg.n_layers * cfg.seq_len * cfg.dim);
+}
 
 std::string resolve_checkpoint_dir(const std::string& checkpoint_or_run_dir) {
   if (std::filesystem::exists(std::filesystem::path(checkpoint_or_run_dir) / "trainer.json"))

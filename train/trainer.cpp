@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <future>
 #include <optional>
 #include <tuple>
 
@@ -19,7 +18,7 @@
 #include "parallel/exact_gather.h"
 #include "parallel/pipeline/trace_events.h"
 #include "parallel/runtime/plan_runtime.h"
-#include "train/checkpoint/async_save.h"
+#include "train/background_saves.h"
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint_state.h"
 #include "train/config/job_plan.h"
@@ -36,30 +35,6 @@ using Clock = std::chrono::steady_clock;
 using parallel::pipeline::MicroBatch;
 
 }  // namespace
-
-models::LlamaConfig llama_config(const config::ModelConfig& m) {
-  return {.vocab_size = m.vocab_size,
-          .dim = m.dim,
-          .n_layers = m.n_layers,
-          .n_heads = m.n_heads,
-          .n_kv_heads = m.n_kv_heads,
-          .ffn_dim = m.ffn_dim,
-          .seq_len = m.seq_len,
-          .rope_theta = float(m.rope_theta),
-          .rope_scaling = {.factor = m.rope_scaling_factor,
-                           .low_freq_factor = m.rope_low_freq_factor,
-                           .high_freq_factor = m.rope_high_freq_factor,
-                           .original_max_positions = double(m.rope_original_max_positions)},
-          .norm_eps = float(m.norm_eps),
-          .tie_embeddings = m.tie_embeddings};
-}
-
-double training_flops_per_token(const models::LlamaConfig& cfg, int64_t num_parameters) {
-  // The input embedding is a lookup, not a matmul: leave it out unless the head shares it.
-  double matmul_parameters = double(num_parameters);
-  if (!cfg.tie_embeddings) matmul_parameters -= double(cfg.vocab_size * cfg.dim);
-  return 6.0 * matmul_parameters + 6.0 * double(cfg.n_layers * cfg.seq_len * cfg.dim);
-}
 
 // Rank 0 checks every output before any work: the metrics and trace files can be written, and
 // the checkpoint folder is a writable folder that this run holds alone (tidied of crash debris).
@@ -113,10 +88,7 @@ struct Trainer::State {
   int64_t base_step = 0;
   uint64_t base_position = 0;
   std::string resumed_from;  // the checkpoint run() continued from; empty when it started afresh
-  std::unique_ptr<checkpoint::AsyncSave> pending_save;  // checkpoint.async: a save being written
-  int64_t pending_since = 0;                            // the step pending_save holds
-  checkpoint::HostBuffer snapshot_memory;               // kept from one background save to the next
-  std::future<checkpoint::HostBuffer> snapshot_memory_ready;  // the first, prepared meanwhile
+  BackgroundSaves background{job, runtime.cpu()};  // checkpoint.async
 
   State(const config::TrainConfig& cfg, Runtime& rt, std::function<void(const std::string&)> out,
         comm::Communicator& job_comm, bool dry_run)
@@ -196,45 +168,18 @@ struct Trainer::State {
   }
 
   // Starts DIR/step_NNNNNN in the background (checkpoint.async): the state is copied now and
-  // written while training goes on; finish_pending_save completes it. One save at a time: a save
-  // still being written is finished first.
+  // written while training goes on (a save still being written is finished first).
   void save_async(int64_t steps) {
-    finish_pending_save();
-    if (snapshot_memory_ready.valid()) snapshot_memory = snapshot_memory_ready.get();
-    pending_save = std::make_unique<checkpoint::AsyncSave>(
-        &job, config.checkpoint.dir,
+    const std::string finished = background.start(
+        config.checkpoint.dir,
         checkpoint::TrainerState{steps, position_at(steps), config::dump_yaml(config), job.size()},
-        rank_contents(engine->state().pieces()), config.checkpoint.keep_last,
-        std::move(snapshot_memory));
-    pending_since = steps;
+        rank_contents(engine->state().pieces()), config.checkpoint.keep_last);
+    if (!finished.empty()) print(finished);
   }
 
-  // Every rank's background write is on the disk (collective when the job has several ranks, so
-  // that all of them finish the save after the same step).
-  bool pending_save_written() {
-    if (job.size() == 1) return pending_save->written();
-    bool all = true;
-    for (const auto& rank :
-         parallel::gather_doubles(job, runtime.cpu(), {pending_save->written() ? 1.0 : 0.0}))
-      all = all && rank[0] != 0;
-    return all;
-  }
-
-  // Completes the background save, if any (collective; waits for every rank's write).
-  void finish_pending_save(int64_t now = -1) {
-    if (!pending_save) return;
-    const std::string where = pending_save->finish();
-    const std::string copied = fmt::format("{:.0f} MiB copied in {:.2f} s",
-                                           double(pending_save->snapshot_bytes()) / (1 << 20),
-                                           pending_save->snapshot_seconds());
-    const std::string during = now < 0 ? ""
-                               : now == pending_since + 1
-                                   ? fmt::format(" during step {}", now)
-                                   : fmt::format(" during steps {}-{}", pending_since + 1, now);
-    print(fmt::format("checkpoint: {} ({}, then written in the background{})", where, copied,
-                      during));
-    snapshot_memory = pending_save->take_memory();
-    pending_save.reset();
+  // Completes the background save, if any (collective). `now`: the step just completed.
+  void finish_background_save(int64_t now = -1) {
+    if (const std::string finished = background.finish(now); !finished.empty()) print(finished);
   }
 
   // The first stop signal any rank received (0: none): every rank gets the same answer, so the
@@ -418,13 +363,10 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
   s.engine->executor().set_observer(s.timeline.get());
   parallel::pipeline::align_clocks(s.job, s.runtime.cpu(), *s.timeline);
   s.emulation = std::make_unique<EmulationMonitor>(s.device, s.job, s.runtime.cpu());
-  // The first background save's memory, prepared meanwhile when there will be one (the last
-  // step's save is synchronous).
-  const int64_t every = s.config.checkpoint.every;
-  if (checkpoints && s.config.checkpoint.async && every > 0 &&
-      (first_step / every + 1) * every < t.steps)
-    s.snapshot_memory_ready = checkpoint::prepare_host_buffer(
-        checkpoint::snapshot_bytes_needed(rank_contents(s.engine->state().pieces())));
+  // The first background save's memory, prepared meanwhile when there will be one.
+  if (checkpoints && s.config.checkpoint.async &&
+      BackgroundSaves::will_save(first_step, t.steps, s.config.checkpoint.every))
+    s.background.prepare(rank_contents(s.engine->state().pieces()));
   if (s.model->apply_precision(s.precision, first_step, t.steps) > 0)
     s.print(fmt::format("precision of the block linears: {}", recipe_summary(s.model->linears())));
   std::vector<int32_t> inputs(size_t(t.batch_size * s.config.model.seq_len)),
@@ -471,17 +413,18 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
         interval_start = Clock::now();  // evaluation time is not training time
         interval_steps = 0;
       }
+      const int64_t every = s.config.checkpoint.every;
       if (checkpoints && (last || (every > 0 && (step + 1) % every == 0))) {
         if (s.config.checkpoint.async && !last) {
           s.save_async(step + 1);  // the copy counts as training time, the write overlaps it
         } else {                   // the last checkpoint is written before the run ends
-          s.finish_pending_save();
+          s.finish_background_save();
           const std::string where = s.save(step + 1);
           if (summary.stopped_by != 0) summary.checkpoint = where;
           interval_start = Clock::now();
         }
-      } else if (s.pending_save && s.pending_save_written()) {
-        s.finish_pending_save(step + 1);
+      } else if (s.background.pending() && s.background.pending_written()) {
+        s.finish_background_save(step + 1);
       }
       if (summary.stopped_by != 0) {
         ++step;
