@@ -21,6 +21,11 @@ std::string rank_file(int rank) {
 std::string rank_sidecar(int rank) {
   return fmt::format("rank_{:05}.json", rank);
 }
+// DIR/.tmp_step_NNNNNN: where a save of `step` is written before its rename.
+fs::path tmp_folder(const std::string& dir, int64_t step) {
+  return fs::path(dir) / fmt::format(".tmp_step_{:06}", step);
+}
+
 std::string piece_key(Section section, const std::string& name) {
   return fmt::format("{}/{}", section_name(section), name);
 }
@@ -148,7 +153,7 @@ void load_into(Tensor& tensor, const StoredTensor& stored, const std::string& wh
 }
 
 std::string begin_save(comm::Communicator* group, const std::string& dir, int64_t step) {
-  const fs::path tmp = fs::path(dir) / fmt::format(".tmp_step_{:06}", step);
+  const fs::path tmp = tmp_folder(dir, step);
   if (group == nullptr || group->rank() == 0) {
     fs::create_directories(dir);
     fs::remove_all(tmp);  // left by a crash mid-write
@@ -179,7 +184,7 @@ std::string finish_save(comm::Communicator* group, const std::string& dir,
   const int rank = group != nullptr ? group->rank() : 0;
   const int ranks = group != nullptr ? group->size() : 1;
   const fs::path final_dir = fs::path(dir) / fmt::format("step_{:06}", state.step);
-  const fs::path tmp = fs::path(dir) / fmt::format(".tmp_step_{:06}", state.step);
+  const fs::path tmp = tmp_folder(dir, state.step);
   barrier(group);  // every rank's file and sidecar are on the disk
 
   if (rank == 0) {

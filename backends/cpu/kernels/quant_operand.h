@@ -68,26 +68,7 @@ class QuantOperand {
 
   // dst[j] = deq(r, k0 + j) for j < kc.
   void decode_row(int64_t r, int64_t k0, int64_t kc, float* dst) const {
-    const int64_t rb = r / br_;
-    for (int64_t k = k0; k < k0 + kc;) {
-      const int64_t cb = k / bc_;
-      const int64_t end = std::min(k0 + kc, (cb + 1) * bc_);
-      const float s = scale(rb, cb);
-      float* out = dst + (k - k0);
-      const int64_t n = end - k;
-      if (element_ == Format::e2m1) {  // k and n are even (check_spec)
-        const uint8_t* c = codes_ + (r * K_ + k) / 2;
-        for (int64_t j = 0; j < n / 2; ++j) {
-          const std::array<float, 2>& p = pairs_[c[j]];
-          out[2 * j] = p[0] * s;
-          out[2 * j + 1] = p[1] * s;
-        }
-      } else {
-        const uint8_t* c = codes_ + r * K_ + k;
-        for (int64_t j = 0; j < n; ++j) out[j] = table_[c[j]] * s;
-      }
-      k = end;
-    }
+    decode_segments(r, k0, kc, dst, [this](int64_t rb, int64_t cb) { return scale(rb, cb); });
   }
 
   // The exact bf16 form used by qmatmul's bf16 path: element = bf16_factor() * local(r, k), with
@@ -113,27 +94,11 @@ class QuantOperand {
 
   // dst[k] = local(r, k) for k < K, as bf16 bits (exact: see folds_to_bf16).
   void decode_row_bf16(int64_t r, uint16_t* dst) const {
-    const int64_t rb = r / br_;
     float buf[kBf16Chunk];
     for (int64_t k0 = 0; k0 < K_; k0 += kBf16Chunk) {
       const int64_t n = std::min(kBf16Chunk, K_ - k0);
-      for (int64_t k = k0; k < k0 + n;) {  // one block segment at a time
-        const int64_t cb = k / bc_;
-        const int64_t end = std::min(k0 + n, (cb + 1) * bc_);
-        const float s = local_scale(rb, cb);
-        float* out = buf + (k - k0);
-        if (element_ == Format::e2m1) {  // k and the segment are even (check_spec)
-          const uint8_t* c = codes_ + (r * K_ + k) / 2;
-          for (int64_t j = 0; j < (end - k) / 2; ++j) {
-            out[2 * j] = pairs_[c[j]][0] * s;
-            out[2 * j + 1] = pairs_[c[j]][1] * s;
-          }
-        } else {
-          const uint8_t* c = codes_ + r * K_ + k;
-          for (int64_t j = 0; j < end - k; ++j) out[j] = table_[c[j]] * s;
-        }
-        k = end;
-      }
+      decode_segments(r, k0, n, buf,
+                      [this](int64_t rb, int64_t cb) { return local_scale(rb, cb); });
       for (int64_t j = 0; j < n; ++j)  // exact values: the top half of the f32 bits
         dst[k0 + j] = uint16_t(std::bit_cast<uint32_t>(buf[j]) >> 16);
     }
@@ -147,6 +112,32 @@ class QuantOperand {
   }
 
  private:
+  // dst[j] = code value of (r, k0 + j) times scale_of(block row, block column), j < kc: one
+  // block's segment of the row at a time.
+  template <class ScaleOf>
+  void decode_segments(int64_t r, int64_t k0, int64_t kc, float* dst, ScaleOf scale_of) const {
+    const int64_t rb = r / br_;
+    for (int64_t k = k0; k < k0 + kc;) {
+      const int64_t cb = k / bc_;
+      const int64_t end = std::min(k0 + kc, (cb + 1) * bc_);
+      const float s = scale_of(rb, cb);
+      float* out = dst + (k - k0);
+      const int64_t n = end - k;
+      if (element_ == Format::e2m1) {  // k and n are even (check_spec)
+        const uint8_t* c = codes_ + (r * K_ + k) / 2;
+        for (int64_t j = 0; j < n / 2; ++j) {
+          const std::array<float, 2>& p = pairs_[c[j]];
+          out[2 * j] = p[0] * s;
+          out[2 * j + 1] = p[1] * s;
+        }
+      } else {
+        const uint8_t* c = codes_ + r * K_ + k;
+        for (int64_t j = 0; j < n; ++j) out[j] = table_[c[j]] * s;
+      }
+      k = end;
+    }
+  }
+
   static constexpr int64_t kBf16Chunk = 256;  // elements decoded per conversion to bf16
 
   const uint8_t* codes_;
