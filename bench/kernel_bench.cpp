@@ -179,7 +179,8 @@ void attention_table(Device& device, const Settings& s) {
       "| shape | dtype | fwd ms | bwd ms | fwd+bwd us/token | fwd GFLOP/s | bwd GFLOP/s |"
       " fwd+bwd GFLOP/s |\n");
   fmt::print("|---|---|---:|---:|---:|---:|---:|---:|\n");
-  for (AttentionConfig cfg : {AttentionConfig{2, 256, 12, 64}, AttentionConfig{1, 2048, 12, 64}})
+  for (AttentionConfig cfg : {AttentionConfig{8, 128, 4, 32}, AttentionConfig{2, 256, 12, 64},
+                              AttentionConfig{1, 2048, 12, 64}})
     for (DType dtype : {DType::f32, DType::bf16}) attention_row(device, cfg, dtype, s);
   fmt::print(
       "\nFLOPs from op_cost (causal: T(T+1)/2 query-key pairs; fwd 4D, bwd 10D per pair).\n");

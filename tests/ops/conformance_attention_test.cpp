@@ -1,8 +1,10 @@
 // Conformance of causal grouped-query attention, forward and backward: T = 1, T = 130 (not a
-// multiple of any block size), Hkv = 1 and Hkv = H, odd head dim, explicit scale, T = 0, q/k/v as
-// slices of a fused qkv tensor, and the model shape (B=2, T=64, H=4, Hkv=2, D=64). The backward
-// gets out and lse from the double reference (rounded to their storage dtypes) so that it is
-// judged on its own; D_i = dout . out uses that same stored out in the reference.
+// multiple of any block size), T = 600 (keys in more than one of the CPU's 512-key chunks, so its
+// online softmax rescales earlier chunks' partial sums), Hkv = 1 and Hkv = H, odd head dim,
+// explicit scale, T = 0, q/k/v as slices of a fused qkv tensor, and the model shape (B=2, T=64,
+// H=4, Hkv=2, D=64). The backward gets out and lse from the double reference (rounded to their
+// storage dtypes) so that it is judged on its own; D_i = dout . out uses that same stored out in
+// the reference.
 #include <fmt/format.h>
 
 #include "core/ops.h"
@@ -91,6 +93,7 @@ void check_bwd(OpConformance& t, const ref::AttnDims& d, bool fused = false) {
 
 constexpr ref::AttnDims kT1{.B = 2, .T = 1, .H = 4, .Hkv = 2, .D = 16};
 constexpr ref::AttnDims kT130{.B = 1, .T = 130, .H = 2, .Hkv = 1, .D = 32};
+constexpr ref::AttnDims kT600{.B = 1, .T = 600, .H = 2, .Hkv = 1, .D = 16};
 constexpr ref::AttnDims kMqa{.B = 2, .T = 33, .H = 4, .Hkv = 1, .D = 16};
 constexpr ref::AttnDims kMha{.B = 1, .T = 13, .H = 4, .Hkv = 4, .D = 8};
 constexpr ref::AttnDims kOddD{.B = 1, .T = 7, .H = 3, .Hkv = 1, .D = 5};
@@ -106,6 +109,10 @@ TEST_P(OpConformance, attention_fwd_T1) {
 TEST_P(OpConformance, attention_fwd_T130) {
   H2_REQUIRE_OP(Op::attention_fwd);
   check_fwd(*this, kT130);
+}
+TEST_P(OpConformance, attention_fwd_T600) {
+  H2_REQUIRE_OP(Op::attention_fwd);
+  check_fwd(*this, kT600);
 }
 TEST_P(OpConformance, attention_fwd_Hkv1) {
   H2_REQUIRE_OP(Op::attention_fwd);
@@ -143,6 +150,10 @@ TEST_P(OpConformance, attention_bwd_T1) {
 TEST_P(OpConformance, attention_bwd_T130) {
   H2_REQUIRE_OP(Op::attention_bwd);
   check_bwd(*this, kT130);
+}
+TEST_P(OpConformance, attention_bwd_T600) {
+  H2_REQUIRE_OP(Op::attention_bwd);
+  check_bwd(*this, kT600);
 }
 TEST_P(OpConformance, attention_bwd_Hkv1) {
   H2_REQUIRE_OP(Op::attention_bwd);

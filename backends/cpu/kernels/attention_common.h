@@ -17,11 +17,14 @@ namespace h2::cpu::attention {
 
 // A task's query rows come in blocks of kQueryBlock; keys stream past them in chunks of
 // kKeyBlock, so per-thread memory is O(kQueryBlock * (kKeyBlock + D)) whatever T is. OpenBLAS
-// repacks both operands on every call, so the sgemms must be wide (128 x 512 x D) to amortise
-// that; measured on AVX-512, 128 x 512 beat 64 x 64, 64 x 256 and 256 x 256 from T = 256 to
-// 2048, and its 256 KiB score block stays in L2. Chunks a multiple of kQueryBlock start at or
-// before any block they serve, so every row sees at least one key of every chunk it visits.
-inline constexpr int64_t kQueryBlock = 128;
+// repacks both operands on every call, so the key chunks must be wide to amortise that; measured
+// on AVX-512, 128 x 512 beat 64 x 64, 64 x 256 and 256 x 256 from T = 256 to 2048. Query blocks
+// of 64 rows waste half as much of the diagonal chunk on masked keys as 128: fwd + bwd per layer
+// 2.11 -> 1.45 ms at B8 T128 H4 D32, 7.66 -> 5.83 ms at B2 T256 H12 D64, 159.5 -> 155.3 ms at
+// B1 T2048 H12 D64 (h2_bench_kernels --sections attention, f32, 2-core EPYC with AVX-512); 32 rows
+// gained nothing more at T <= 256 and lost 5% at 2048. Chunks a multiple of kQueryBlock start at
+// or before any block they serve, so every row sees at least one key of every chunk it visits.
+inline constexpr int64_t kQueryBlock = 64;
 inline constexpr int64_t kKeyBlock = 512;
 static_assert(kKeyBlock % kQueryBlock == 0);
 
