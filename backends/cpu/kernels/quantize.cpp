@@ -6,9 +6,8 @@
 // (ceil(R / br), ceil(K / bc)); P = 32: rows per panel.
 //
 // Algorithm. The matrix is read in panels of P rows as FP32 (f32 input in place; bf16/f16 widened;
-// transposed input gathered by P x 32 tiles into a P x K scratch whose row stride avoids multiples
-// of 4 KiB, so a tile's reads and writes stay in a few cache lines). Threads take contiguous runs
-// of panels. Per row:
+// transposed input gathered by 8 x 8 register tiles (transpose.h) into a P x K scratch whose row
+// stride avoids multiples of 4 KiB). Threads take contiguous runs of panels. Per row:
 //   fused (1 x bc blocks, f32_amax or e8m0_*; or an imposed multiplier): each segment's amax and
 //     block scale while the row is in L1, then the encode: one pass over the input;
 //   two passes (taller blocks, nvfp4): pass 1 stores each row's amax per column block
@@ -31,6 +30,7 @@
 #include "backends/cpu/kernels/element.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/scratch.h"
+#include "backends/cpu/kernels/transpose.h"
 #include "core/error.h"
 #include "core/lowp/block_scale.h"
 #include "core/lowp/quant_check.h"
@@ -91,15 +91,8 @@ Panel read_panel(const T* in, const Geometry& g, bool transpose, int64_t r0, int
       return {scratch, ld};
     }
   }
-  // in is (K, R): element (r, k) is in[k * R + r]. One tile: n rows x 32 columns.
-  for (int64_t k0 = 0; k0 < K; k0 += 32) {
-    const int64_t kn = std::min<int64_t>(32, K - k0);
-    for (int64_t kk = 0; kk < kn; ++kk) {
-      const T* src = in + (k0 + kk) * g.R + r0;
-      float* dst = scratch + k0 + kk;
-      for (int64_t i = 0; i < n; ++i) dst[i * ld] = load(src + i);
-    }
-  }
+  // in is (K, R): element (r, k) is in[k * R + r].
+  transpose_to_f32(in + r0, g.R, K, n, scratch, ld);
   return {scratch, ld};
 }
 

@@ -1,0 +1,93 @@
+// Transposing copy into FP32 for the CPU kernels: dst (cols, rows) = src (rows, cols)^T, src in
+// its storage type. Quantizing the transposed orientation of an activation or gradient (x^T and
+// dy^T of a weight gradient) reads its input this way.
+//
+// Shapes: src rows x cols with row stride src_ld (elements); dst cols x rows with row stride
+// dst_ld (floats).
+//
+// Algorithm: 8 x 8 tiles transposed in AVX2 registers (eight 8-wide loads, three rounds of
+// unpack/shuffle/permute, eight 8-wide stores) where the CPU kernels are built with AVX2 and the
+// source is f32 or bf16 (widening bf16 is exact: its bits shifted into the high half); edges,
+// f16 and builds without AVX2 copy element by element. Every element is a plain copy or an exact
+// widening, so both paths give the same bits.
+#pragma once
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cpu/kernels/element.h"
+
+namespace h2::cpu {
+
+#if defined(__AVX2__)
+namespace transpose_detail {
+
+inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 load8(const bf16_t* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+// dst[c * dst_ld + r] = src[r * src_ld + c] for r, c < 8.
+template <class T>
+inline void tile8x8(const T* src, int64_t src_ld, float* dst, int64_t dst_ld) {
+  __m256 r0 = load8(src), r1 = load8(src + src_ld), r2 = load8(src + 2 * src_ld),
+         r3 = load8(src + 3 * src_ld), r4 = load8(src + 4 * src_ld), r5 = load8(src + 5 * src_ld),
+         r6 = load8(src + 6 * src_ld), r7 = load8(src + 7 * src_ld);
+  // Pairs of rows interleaved, then pairs of pairs, then the 128-bit halves exchanged.
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+               t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+               t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r0 = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r1 = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r2 = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r3 = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+  _mm256_storeu_ps(dst, r0);
+  _mm256_storeu_ps(dst + dst_ld, r1);
+  _mm256_storeu_ps(dst + 2 * dst_ld, r2);
+  _mm256_storeu_ps(dst + 3 * dst_ld, r3);
+  _mm256_storeu_ps(dst + 4 * dst_ld, r4);
+  _mm256_storeu_ps(dst + 5 * dst_ld, r5);
+  _mm256_storeu_ps(dst + 6 * dst_ld, r6);
+  _mm256_storeu_ps(dst + 7 * dst_ld, r7);
+}
+
+}  // namespace transpose_detail
+#endif
+
+// dst[c * dst_ld + r] = float(src[r * src_ld + c]) for r < rows, c < cols.
+template <class T>
+void transpose_to_f32(const T* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst,
+                      int64_t dst_ld) {
+  int64_t r0 = 0;
+#if defined(__AVX2__)
+  if constexpr (!std::is_same_v<T, f16_t>) {
+    for (; r0 + 8 <= rows; r0 += 8) {
+      int64_t c0 = 0;
+      for (; c0 + 8 <= cols; c0 += 8)
+        transpose_detail::tile8x8(src + r0 * src_ld + c0, src_ld, dst + c0 * dst_ld + r0, dst_ld);
+      for (int64_t r = r0; r < r0 + 8; ++r)
+        for (int64_t c = c0; c < cols; ++c) dst[c * dst_ld + r] = load(src + r * src_ld + c);
+    }
+  }
+#endif
+  for (int64_t r = r0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * dst_ld + r] = load(src + r * src_ld + c);
+}
+
+}  // namespace h2::cpu
