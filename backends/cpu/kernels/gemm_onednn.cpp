@@ -17,16 +17,20 @@ using dnnl::memory;
 
 constexpr size_t kMaxPrimitives = 512;  // kept primitives per device, a few KB each
 
-// Everything a primitive is made for: oneDNN 2.x fixes the scale and the sum's factor at
-// creation, so alpha and beta are part of the key (a training step uses a handful of values).
+// Everything a primitive is made for. alpha is given at run time (a runtime output scale), so
+// only whether there is one is part of the key: an FP8 GEMM's alpha carries its operands'
+// per-tensor scales and changes with every call, and a primitive made per value (its kernel
+// JIT-compiled, about 600 times per fp8_current step of numerics-256) cost more than the
+// multiply. oneDNN 2.x fixes the sum's factor at creation, so beta is (it is 0 or 1 in practice).
 struct Key {
   GemmDims dims;
-  float alpha, beta;
+  bool scaled;  // alpha != 1
+  float beta;
   DType in, out;
   bool operator==(const Key& o) const {
     const GemmDims &a = dims, &b = o.dims;
     return a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k && a.trans_a == b.trans_a &&
-           a.trans_b == b.trans_b && a.b_shared == b.b_shared && alpha == o.alpha &&
+           a.trans_b == b.trans_b && a.b_shared == b.b_shared && scaled == o.scaled &&
            beta == o.beta && in == o.in && out == o.out;
   }
 };
@@ -38,7 +42,7 @@ struct KeyHash {
     const GemmDims& d = key.dims;
     for (int64_t v : {d.batch, d.m, d.n, d.k}) mix(std::hash<int64_t>{}(v));
     mix(size_t(d.trans_a) | size_t(d.trans_b) << 1 | size_t(d.b_shared) << 2);
-    mix(std::hash<float>{}(key.alpha));
+    mix(size_t(key.scaled));
     mix(std::hash<float>{}(key.beta));
     mix(size_t(key.in) << 8 | size_t(key.out));
     return h;
@@ -87,7 +91,7 @@ struct OneDnnGemm::Impl {
   dnnl::matmul make(const Key& key) const {
     const Descs m = descs(key);
     dnnl::primitive_attr attr;
-    if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+    if (key.scaled) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
     if (key.beta != 0.0f) {
       dnnl::post_ops sum;
       sum.append_sum(key.beta);
@@ -113,7 +117,7 @@ struct OneDnnGemm::Impl {
 OneDnnGemm::OneDnnGemm() : impl_(std::make_unique<Impl>()) {
   // A bf16 primitive can be made only where oneDNN has a bf16 kernel for this CPU.
   try {
-    impl_->make({GemmDims{1, 16, 16, 16}, 1.0f, 0.0f, DType::bf16, DType::bf16});
+    impl_->make({GemmDims{1, 16, 16, 16}, false, 0.0f, DType::bf16, DType::bf16});
     native_bf16_ = true;
   } catch (const dnnl::error&) {
     native_bf16_ = false;
@@ -123,7 +127,7 @@ OneDnnGemm::OneDnnGemm() : impl_(std::make_unique<Impl>()) {
 OneDnnGemm::~OneDnnGemm() = default;
 
 void OneDnnGemm::run(const GemmCall& call, const void* a, const void* b, void* out, int threads) {
-  const Key key{call.dims, call.alpha, call.beta, call.in, call.out};
+  const Key key{call.dims, call.alpha != 1.0f, call.beta, call.in, call.out};
   const GemmDims& d = call.dims;
   try {
     const dnnl::matmul matmul = impl_->primitive(key);
@@ -133,9 +137,16 @@ void OneDnnGemm::run(const GemmCall& call, const void* a, const void* b, void* o
     if (!omp_in_parallel() && omp_get_max_threads() != threads) omp_set_num_threads(threads);
     // A stream per call (a few hundred ns): calls from several threads never share one.
     dnnl::stream stream(impl_->engine);
-    matmul.execute(stream, {{DNNL_ARG_SRC, memory(m.a, impl_->engine, const_cast<void*>(a))},
-                            {DNNL_ARG_WEIGHTS, memory(m.b, impl_->engine, const_cast<void*>(b))},
-                            {DNNL_ARG_DST, memory(m.c, impl_->engine, out)}});
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, memory(m.a, impl_->engine, const_cast<void*>(a))},
+        {DNNL_ARG_WEIGHTS, memory(m.b, impl_->engine, const_cast<void*>(b))},
+        {DNNL_ARG_DST, memory(m.c, impl_->engine, out)}};
+    float alpha = call.alpha;
+    if (key.scaled)
+      args.emplace(
+          DNNL_ARG_ATTR_OUTPUT_SCALES,
+          memory({{1}, memory::data_type::f32, memory::format_tag::x}, impl_->engine, &alpha));
+    matmul.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
     H2_THROW(Error,
