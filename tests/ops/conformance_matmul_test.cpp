@@ -98,6 +98,14 @@ TEST_P(OpConformance, matmul_alpha_beta_accumulate) {
                        .batched = true});
 }
 
+// One shape with a different alpha on every call, as FP8 GEMMs whose alpha carries their operands'
+// scales: a GEMM library that keeps one kernel per shape must take each call's alpha.
+TEST_P(OpConformance, matmul_same_shape_new_alpha_every_call) {
+  H2_REQUIRE_OP(Op::matmul);
+  for (float alpha : {0.75f, 3.0f, 1.0f, -0.0625f, 0.75f})
+    check_matmul(*this, {.d = {.M = 33, .N = 17, .K = 40, .trans_b = true}, .alpha = alpha});
+}
+
 TEST_P(OpConformance, matmul_beta0_does_not_read_out) {
   H2_REQUIRE_OP(Op::matmul);  // out is prefilled with NaN: any read would propagate
   check_matmul(*this, {.d = {.M = 7, .N = 5, .K = 13}, .alpha = 0.5f});
