@@ -146,6 +146,13 @@ void encode_stochastic_chunks(const float* in, int64_t n, float multiplier, uint
   }
 }
 
+// The batch encoders are compiled twice, for the kernels' -march and for x86-64-v4 (AVX-512:
+// 16 lanes), and the dynamic loader picks by the running CPU (GCC's target_clones, an ifunc), so
+// a build for AVX2 machines still uses AVX-512 where it exists; flatten inlines the codec into
+// each clone, so that its loops are compiled for that clone's instructions. Integer code and one
+// multiply per element: both clones give the same bits.
+#define H2_AVX512_CLONE [[gnu::target_clones("arch=x86-64-v4", "default"), gnu::flatten]]
+
 // ---- decode tables ----------------------------------------------------------------------------
 
 using DecodeTable = std::array<float, 256>;
@@ -197,6 +204,7 @@ uint32_t counter_random(uint64_t seed, uint64_t index) {
   return codec::counter_random(seed, index);
 }
 
+H2_AVX512_CLONE
 void encode_n(Format f, const float* in, int64_t n, float multiplier, uint8_t* out,
               Overflow overflow, EncodeStats* stats) {
   with_element_format(f, "encode_n", [&](auto format) {
@@ -204,6 +212,7 @@ void encode_n(Format f, const float* in, int64_t n, float multiplier, uint8_t* o
   });
 }
 
+H2_AVX512_CLONE
 void encode_stochastic_n(Format f, const float* in, int64_t n, float multiplier, uint64_t seed,
                          uint64_t first_index, uint8_t* out, Overflow overflow,
                          EncodeStats* stats) {
