@@ -98,6 +98,9 @@ TEST(Qmatmul, MatchesTheDequantizedReference) {
       // DeepSeek-style: 1 x 128 activations against 128 x 128 weights, K over three chunks.
       {kBlockwiseAct, kBlockwiseWeight, 130, 70, 1152},
       {kBlockwiseAct, kBlockwiseWeight, 37, 53, 384},
+      // A weight gradient's operands (1 x 128 on both sides), and a ragged last K block (44).
+      {kBlockwiseAct, kBlockwiseAct, 29, 35, 512},
+      {kBlockwiseAct, kBlockwiseWeight, 17, 140, 300},
       // MX: K a multiple of 32, not of 128.
       {kMxE4m3, kMxE4m3, 37, 53, 96},
       {kMxE4m3, kMxE5m2, 29, 41, 160},
@@ -119,6 +122,7 @@ TEST(Qmatmul, Bf16OutputAlphaAndBeta) {
   Device& cpu = lowp_runtime().cpu();
   check_case({kMxE4m3, kMxE4m3, 37, 53, 96, DType::bf16}, cpu);
   check_case({kBlockwiseAct, kBlockwiseWeight, 40, 24, 640, DType::f32, 0.5f, -1.5f}, cpu);
+  check_case({kBlockwiseAct, kBlockwiseWeight, 33, 20, 384, DType::bf16, 1.5f, 0.5f}, cpu);
   check_case({kNvfp4, kMxfp4, 17, 33, 160, DType::bf16, 2.0f, 1.0f}, cpu);
   check_case({kPerTensorE4m3, kPerTensorE4m3, 8, 8, 32, DType::f16, 1.0f, 0.25f}, cpu);
 }

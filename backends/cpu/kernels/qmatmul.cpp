@@ -1,5 +1,9 @@
 // CPU qmatmul: out (M, N) = alpha * deq(a) @ deq(b)^T + beta * out, for quantized a and b
-// (core/lowp/quant_spec.h), products accumulated in FP32 by OpenBLAS SGEMM.
+// (core/lowp/quant_spec.h), products accumulated in FP32. Three routes, the first that applies:
+// one exact bf16 GEMM where both operands' scales fold into bf16 values (qmatmul_bf16: per-tensor,
+// E8M0, NVFP4); one bf16 GEMM per K block with FP32 block scales applied to its product
+// (qmatmul_kblocks_bf16: fp8_blockwise); both need oneDNN's native bf16. Otherwise FP32 tiles,
+// below.
 //
 // Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent (columns of
 // both operands' codes). Each operand has its own spec: blocks br x bc, scale grid GR x GC.
@@ -46,6 +50,8 @@ using lowp::ScaleRule;
 constexpr int64_t kKChunk = 512;      // a multiple of every usual block_cols (16, 32, 128, 256)
 constexpr int64_t kPanelRows = 2048;  // rows of a (and of b) decoded per panel
 constexpr int64_t kMaxBf16Operand = int64_t(64) << 20;  // b's elements decoded whole (128 MiB)
+constexpr int64_t kTileFloats = int64_t(1) << 20;       // the K-block path's FP32 tile: 4 MiB
+constexpr int64_t kKBlockAlign = 16;  // K blocks narrower or ragged: the FP32 path
 
 void check_args(const QMatmulArgs& args) {
   lowp::check_qtensor(args.a, "qmatmul", "a");
@@ -118,6 +124,96 @@ bool qmatmul_bf16(const QMatmulArgs& args, const QuantOperand& a, const QuantOpe
   return true;
 }
 
+// The K-block bf16 path, for FP32 block scales that change along K (fp8_blockwise: 1 x kb and
+// kb x kb blocks). Within one K block every row of a and of b has one scale, so
+//   out = beta * out + sum_j alpha * diag(sa_j) (A_j @ B_j^T) diag(sb_j),
+// A_j and B_j the code values of K block j (exact in bf16) and sa_j, sb_j the rows' scales: one
+// bf16 GEMM per K block into an FP32 tile T (products exact, summed in FP32), then a pass that
+// adds (alpha * s_a * s_b) * T into the FP32 accumulator, as an FP8 tensor core promotes its
+// partial sums to FP32 once per K block. The accumulator is out itself (f32) or an FP32 panel
+// rounded once. Panels of mp rows bound T (mp x N floats) to 4 MiB: a whole training GEMM up to
+// N = 1024 at 1,024 tokens, since fewer, larger GEMMs beat keeping T in L2 (fp8_blockwise
+// numerics-256 step 159 against 176 ms with 512 KiB panels). Returns false where it does not
+// apply.
+bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
+                          Stream& stream) {
+  const int64_t M = args.a.rows(), N = args.b.rows(), K = args.a.cols();
+  KernelContext& context = kernel_context(stream);
+  const DType out_dtype = args.out.dtype();
+  const int64_t kb = a.block_cols();
+  if (context.gemm_provider() != GemmProvider::onednn || !context.onednn().native_bf16() ||
+      out_dtype == DType::f16 || a.rule() != ScaleRule::f32_amax ||
+      b.rule() != ScaleRule::f32_amax || b.block_cols() != kb || kb % kKBlockAlign != 0 ||
+      N * K > kMaxBf16Operand)
+    return false;
+  const int64_t blocks = ceil_div(K, kb);
+  auto width = [&](int64_t j) { return std::min(kb, K - j * kb); };
+  // b's code values block-major: block j is (N x width(j)), row-major, at offset N * j * kb.
+  ScratchBuffer<uint16_t> b16(stream, size_t(N * K));
+  parallel_for(N, K, [&](int64_t r0, int64_t r1) {
+    for (int64_t j = 0; j < blocks; ++j)
+      for (int64_t r = r0; r < r1; ++r)
+        b.decode_codes_bf16(r, j * kb, width(j), b16.data() + N * j * kb + r * width(j));
+  });
+  const int64_t mp_max = std::min(M, std::max<int64_t>(16, kTileFloats / N / 16 * 16));
+  ScratchBuffer<uint16_t> a16(stream, size_t(mp_max * K));
+  ScratchBuffer<float> tile(stream, size_t(mp_max * N));
+  const bool f32_out = out_dtype == DType::f32;
+  ScratchBuffer<float> acc_panel(stream, f32_out ? 1 : size_t(mp_max * N));
+  ScratchBuffer<float> b_scale(stream, size_t(N));  // K block j's scale of each row of b
+  const FloatIn out_in(args.out, "qmatmul", "out");
+  const int64_t a_br = a.block_rows(), b_br = b.block_rows();
+
+  for (int64_t m0 = 0; m0 < M; m0 += mp_max) {
+    const int64_t mp = std::min(mp_max, M - m0);
+    float* acc = f32_out ? args.out.data_as<float>() + m0 * N : acc_panel.data();
+    parallel_for(mp, K, [&](int64_t i0, int64_t i1) {
+      for (int64_t j = 0; j < blocks; ++j)
+        for (int64_t i = i0; i < i1; ++i)
+          a.decode_codes_bf16(m0 + i, j * kb, width(j), a16.data() + mp * j * kb + i * width(j));
+    });
+    for (int64_t j = 0; j < blocks; ++j) {
+      const GemmCall call{.dims = {.m = mp, .n = N, .k = width(j), .trans_b = true},
+                          .in = DType::bf16,
+                          .out = DType::f32};
+      context.onednn().run(call, a16.data() + mp * j * kb, b16.data() + N * j * kb, tile.data(),
+                           kernel_threads());
+      // acc (+)= (alpha * s_a(i) * s_b(n)) * T, the first block starting from beta * out.
+      for (int64_t n = 0; n < N; ++n) b_scale.data()[n] = b.scale(n / b_br, j);
+      const float* sb = b_scale.data();
+      parallel_for(mp, N, [&](int64_t i0, int64_t i1) {
+        float prev_buf[kChunk];
+        for (int64_t i = i0; i < i1; ++i) {
+          const float sa = args.alpha * a.scale((m0 + i) / a_br, j);
+          const float* t = tile.data() + i * N;
+          float* c = acc + i * N;
+          if (j > 0) {
+#pragma omp simd
+            for (int64_t n = 0; n < N; ++n) c[n] += (sa * sb[n]) * t[n];
+          } else if (args.beta == 0) {
+#pragma omp simd
+            for (int64_t n = 0; n < N; ++n) c[n] = (sa * sb[n]) * t[n];
+          } else {  // beta * out: out's own row (f32 in place, or the 16-bit out widened)
+            for (int64_t c0 = 0; c0 < N; c0 += kChunk) {
+              const int64_t len = std::min(kChunk, N - c0);
+              const float* prev = out_in.read((m0 + i) * N + c0, len, prev_buf);
+              for (int64_t n = 0; n < len; ++n)
+                c[c0 + n] = args.beta * prev[n] + (sa * sb[c0 + n]) * t[c0 + n];
+            }
+          }
+        }
+      });
+    }
+    if (!f32_out) {
+      bf16_t* dst = args.out.data_as<bf16_t>() + m0 * N;
+      parallel_for(mp, N, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) from_floats(acc + i * N, N, dst + i * N);
+      });
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // out (M, N) f32/bf16/f16 = alpha * deq(a (M, K)) @ deq(b (N, K))^T + beta * out.
@@ -128,6 +224,7 @@ void qmatmul(const QMatmulArgs& args, Stream& stream) {
   if (K == 0) return scale_out(args);
   const QuantOperand a(args.a), b(args.b);
   if (qmatmul_bf16(args, a, b, stream)) return;
+  if (qmatmul_kblocks_bf16(args, a, b, stream)) return;
   // The tiles' GEMMs through the matmul op's library: oneDNN runs on the same OpenMP threads as
   // the decoding, where OpenBLAS's own threads contended with them (fp8_blockwise steps varied
   // from 198 to 253 ms between runs).

@@ -104,6 +104,22 @@ class QuantOperand {
     }
   }
 
+  // dst[j] = the code value of (r, k0 + j) for j < kc, as bf16 bits, without any scale: exact,
+  // since every E4M3, E5M2 and E2M1 value is a bf16 number. qmatmul's K-block path applies the
+  // FP32 block scales to each K block's product instead.
+  void decode_codes_bf16(int64_t r, int64_t k0, int64_t kc, uint16_t* dst) const {
+    float buf[kBf16Chunk];
+    for (int64_t j0 = 0; j0 < kc; j0 += kBf16Chunk) {
+      const int64_t n = std::min(kBf16Chunk, kc - j0);
+      decode_segments(r, k0 + j0, n, buf, [](int64_t, int64_t) { return 1.0f; });
+      for (int64_t j = 0; j < n; ++j) dst[j0 + j] = uint16_t(std::bit_cast<uint32_t>(buf[j]) >> 16);
+    }
+  }
+
+  ScaleRule rule() const { return rule_; }
+  int64_t block_rows() const { return br_; }
+  int64_t block_cols() const { return bc_; }
+
   // Rows [r0, r0 + rows), columns [k0, k0 + kc) into tile (rows x kc), rows in parallel.
   void decode_tile(int64_t r0, int64_t rows, int64_t k0, int64_t kc, float* tile) const {
     parallel_for(rows, kc * 2, [&](int64_t begin, int64_t end) {

@@ -85,7 +85,11 @@ TEST(PrecisionTraining, Fp8BlockwiseLearnsLikeFp32AndReportsItsFigures) {
     EXPECT_LT(run->summary.final_loss, bound.train - test::kContextMargin);
     EXPECT_LT(run->summary.final_eval_loss, bound.val);
   }
-  EXPECT_NEAR(fp8.summary.final_loss, fp32.summary.final_loss, 0.05 * fp32.summary.final_loss);
+  // Compared on the held-out loss (2 batches): the final training loss is one 128-token batch,
+  // which moves by about 6% with any change of rounding along the run (2.46 and 2.61 for two
+  // exact emulations of this recipe that differ only in the order of their FP32 sums).
+  EXPECT_NEAR(fp8.summary.final_eval_loss, fp32.summary.final_eval_loss,
+              0.05 * fp32.summary.final_eval_loss);
   EXPECT_NE(fp8.summary.final_loss, fp32.summary.final_loss) << "nothing was quantized";
   EXPECT_TRUE(any_line_has(fp8, "precision of the block linears: fp8_blockwise x14"));
   EXPECT_TRUE(any_line_ends_with(fp8, "| fp8_blockwise x14 | sat 0"))
