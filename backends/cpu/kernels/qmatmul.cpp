@@ -51,7 +51,7 @@ constexpr int64_t kKChunk = 512;      // a multiple of every usual block_cols (1
 constexpr int64_t kPanelRows = 2048;  // rows of a (and of b) decoded per panel
 constexpr int64_t kMaxBf16Operand = int64_t(64) << 20;  // b's elements decoded whole (128 MiB)
 constexpr int64_t kTileFloats = int64_t(1) << 20;       // the K-block path's FP32 tile: 4 MiB
-constexpr int64_t kKBlockAlign = 16;  // K blocks narrower or ragged: the FP32 path
+constexpr int64_t kKBlockAlign = 16;  // K block widths not a multiple of it: the FP32 path
 
 void check_args(const QMatmulArgs& args) {
   lowp::check_qtensor(args.a, "qmatmul", "a");
