@@ -91,6 +91,9 @@ TEST(HungRank, EveryRankOfAWaitingChainNamesTheHungOne) {
       4,
       [](RankContext& ctx) {
         Tensor t = Tensor::zeros(Shape{1 << 16}, DType::f32, ctx.runtime.cpu());
+        // The stagger below is what makes rank 0 wait first; ranks leave wire-up up to seconds
+        // apart on a loaded machine, so they start it together.
+        ctx.comm().barrier();
         if (ctx.rank() == 3) {
           std::this_thread::sleep_for(std::chrono::seconds(10));  // hangs: sends nothing
           return;
