@@ -86,6 +86,13 @@ void scale_out(const QMatmulArgs& args) {
   });
 }
 
+// What both bf16 routes need: oneDNN with native bf16 GEMMs, an f32 or bf16 out, and b's codes
+// decoded whole within kMaxBf16Operand.
+bool bf16_gemms_apply(const QMatmulArgs& args, KernelContext& context) {
+  return context.gemm_provider() == GemmProvider::onednn && context.onednn().native_bf16() &&
+         args.out.dtype() != DType::f16 && args.b.rows() * args.b.cols() <= kMaxBf16Operand;
+}
+
 // The exact bf16 path: where both operands fold to bf16 (QuantOperand::folds_to_bf16) and oneDNN
 // multiplies bf16 natively, out = (alpha * fa * fb) * A' @ B'^T + beta * out in one GEMM per M
 // panel, A' and B' the operands' bf16 local values. The products are exact in FP32 and summed in
@@ -96,10 +103,7 @@ bool qmatmul_bf16(const QMatmulArgs& args, const QuantOperand& a, const QuantOpe
   const int64_t M = args.a.rows(), N = args.b.rows(), K = args.a.cols();
   KernelContext& context = kernel_context(stream);
   const DType out_dtype = args.out.dtype();
-  if (context.gemm_provider() != GemmProvider::onednn || !context.onednn().native_bf16() ||
-      out_dtype == DType::f16 || !a.folds_to_bf16(M) || !b.folds_to_bf16(N) ||
-      N * K > kMaxBf16Operand)
-    return false;
+  if (!bf16_gemms_apply(args, context) || !a.folds_to_bf16(M) || !b.folds_to_bf16(N)) return false;
   const float alpha = args.alpha * a.bf16_factor() * b.bf16_factor();
   const int64_t mp_max = std::min(M, kPanelRows);
   ScratchBuffer<uint16_t> b16(stream, size_t(N * K));
@@ -141,20 +145,22 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
   KernelContext& context = kernel_context(stream);
   const DType out_dtype = args.out.dtype();
   const int64_t kb = a.block_cols();
-  if (context.gemm_provider() != GemmProvider::onednn || !context.onednn().native_bf16() ||
-      out_dtype == DType::f16 || a.rule() != ScaleRule::f32_amax ||
-      b.rule() != ScaleRule::f32_amax || b.block_cols() != kb || kb % kKBlockAlign != 0 ||
-      N * K > kMaxBf16Operand)
+  if (!bf16_gemms_apply(args, context) || a.rule() != ScaleRule::f32_amax ||
+      b.rule() != ScaleRule::f32_amax || b.block_cols() != kb || kb % kKBlockAlign != 0)
     return false;
   const int64_t blocks = ceil_div(K, kb);
   auto width = [&](int64_t j) { return std::min(kb, K - j * kb); };
-  // b's code values block-major: block j is (N x width(j)), row-major, at offset N * j * kb.
+  // Code values of rows [first, first + rows) of q, block-major: block j is (rows x width(j)),
+  // row-major, at dst + rows * j * kb.
+  auto decode_blocks = [&](const QuantOperand& q, int64_t first, int64_t rows, uint16_t* dst) {
+    parallel_for(rows, K, [&](int64_t i0, int64_t i1) {
+      for (int64_t j = 0; j < blocks; ++j)
+        for (int64_t i = i0; i < i1; ++i)
+          q.decode_codes_bf16(first + i, j * kb, width(j), dst + rows * j * kb + i * width(j));
+    });
+  };
   ScratchBuffer<uint16_t> b16(stream, size_t(N * K));
-  parallel_for(N, K, [&](int64_t r0, int64_t r1) {
-    for (int64_t j = 0; j < blocks; ++j)
-      for (int64_t r = r0; r < r1; ++r)
-        b.decode_codes_bf16(r, j * kb, width(j), b16.data() + N * j * kb + r * width(j));
-  });
+  decode_blocks(b, 0, N, b16.data());
   const int64_t mp_max = std::min(M, std::max<int64_t>(16, kTileFloats / N / 16 * 16));
   ScratchBuffer<uint16_t> a16(stream, size_t(mp_max * K));
   ScratchBuffer<float> tile(stream, size_t(mp_max * N));
@@ -167,11 +173,7 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
   for (int64_t m0 = 0; m0 < M; m0 += mp_max) {
     const int64_t mp = std::min(mp_max, M - m0);
     float* acc = f32_out ? args.out.data_as<float>() + m0 * N : acc_panel.data();
-    parallel_for(mp, K, [&](int64_t i0, int64_t i1) {
-      for (int64_t j = 0; j < blocks; ++j)
-        for (int64_t i = i0; i < i1; ++i)
-          a.decode_codes_bf16(m0 + i, j * kb, width(j), a16.data() + mp * j * kb + i * width(j));
-    });
+    decode_blocks(a, m0, mp, a16.data());
     for (int64_t j = 0; j < blocks; ++j) {
       const GemmCall call{.dims = {.m = mp, .n = N, .k = width(j), .trans_b = true},
                           .in = DType::bf16,

@@ -94,26 +94,14 @@ class QuantOperand {
 
   // dst[k] = local(r, k) for k < K, as bf16 bits (exact: see folds_to_bf16).
   void decode_row_bf16(int64_t r, uint16_t* dst) const {
-    float buf[kBf16Chunk];
-    for (int64_t k0 = 0; k0 < K_; k0 += kBf16Chunk) {
-      const int64_t n = std::min(kBf16Chunk, K_ - k0);
-      decode_segments(r, k0, n, buf,
-                      [this](int64_t rb, int64_t cb) { return local_scale(rb, cb); });
-      for (int64_t j = 0; j < n; ++j)  // exact values: the top half of the f32 bits
-        dst[k0 + j] = uint16_t(std::bit_cast<uint32_t>(buf[j]) >> 16);
-    }
+    decode_bf16(r, 0, K_, dst, [this](int64_t rb, int64_t cb) { return local_scale(rb, cb); });
   }
 
   // dst[j] = the code value of (r, k0 + j) for j < kc, as bf16 bits, without any scale: exact,
   // since every E4M3, E5M2 and E2M1 value is a bf16 number. qmatmul's K-block path applies the
   // FP32 block scales to each K block's product instead.
   void decode_codes_bf16(int64_t r, int64_t k0, int64_t kc, uint16_t* dst) const {
-    float buf[kBf16Chunk];
-    for (int64_t j0 = 0; j0 < kc; j0 += kBf16Chunk) {
-      const int64_t n = std::min(kBf16Chunk, kc - j0);
-      decode_segments(r, k0 + j0, n, buf, [](int64_t, int64_t) { return 1.0f; });
-      for (int64_t j = 0; j < n; ++j) dst[j0 + j] = uint16_t(std::bit_cast<uint32_t>(buf[j]) >> 16);
-    }
+    decode_bf16(r, k0, kc, dst, [](int64_t, int64_t) { return 1.0f; });
   }
 
   ScaleRule rule() const { return rule_; }
@@ -151,6 +139,18 @@ class QuantOperand {
         for (int64_t j = 0; j < n; ++j) out[j] = table_[c[j]] * s;
       }
       k = end;
+    }
+  }
+
+  // decode_segments into bf16 bits, for values that are bf16 numbers (the top half of their
+  // f32 bits), kBf16Chunk elements at a time.
+  template <class ScaleOf>
+  void decode_bf16(int64_t r, int64_t k0, int64_t kc, uint16_t* dst, ScaleOf scale_of) const {
+    float buf[kBf16Chunk];
+    for (int64_t j0 = 0; j0 < kc; j0 += kBf16Chunk) {
+      const int64_t n = std::min(kBf16Chunk, kc - j0);
+      decode_segments(r, k0 + j0, n, buf, scale_of);
+      for (int64_t j = 0; j < n; ++j) dst[j0 + j] = uint16_t(std::bit_cast<uint32_t>(buf[j]) >> 16);
     }
   }
 
