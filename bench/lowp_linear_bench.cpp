@@ -1,0 +1,263 @@
+// h2_bench_lowp_linear: what low-precision emulation costs per transformer block, kernel by
+// kernel, without the rest of a training step around it. One block's seven linear layers (q, k,
+// v, o, gate, up, down; the model's own models::Linear, sharing the quantized input between q/k/v
+// and between gate/up as the block does) run forward and backward on bf16 activations, once in
+// the compute dtype (bf16 GEMMs) and once per low-precision recipe. Each figure is the median of
+// --repeats timed passes, the recipes interleaved round by round so that a slow spell of the
+// machine hits all of them alike. --breakdown adds each op of one linear layer timed alone.
+// Shapes (default: configs/train/numerics-256.yaml): N tokens (batch x sequence), C the model
+// width, F the FFN width; q/k/v/o (C -> C), gate/up (C -> F), down (F -> C).
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/registry.h"
+#include "bench/bench_common.h"
+#include "core/lowp/recipe.h"
+#include "core/ops.h"
+#include "models/layers/linear.h"
+
+namespace h2::bench {
+namespace {
+
+struct Settings {
+  int64_t tokens = 1024, dim = 256, ffn = 688;
+  int repeats = 21;
+  int warmup = 3;
+  std::vector<std::string> recipes = {"fp8_current", "fp8_blockwise", "mxfp8", "nvfp4", "mxfp4"};
+  bool breakdown = false;  // also time one linear's ops one by one
+};
+
+// One block's linears with their inputs, outputs and gradients (bf16; weight grads f32).
+class Block {
+ public:
+  Block(const Settings& s, Device& device) {
+    auto linear = [&](const std::string& name, int64_t out, int64_t in) {
+      return models::Linear(models::make_param("model.layers.0." + name + ".weight", {out, in},
+                                               models::Init::normal, 0.02f, 1, DType::bf16,
+                                               device));
+    };
+    for (const char* name : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"})
+      qkv_.push_back(linear(name, s.dim, s.dim));
+    o_.push_back(linear("self_attn.o_proj", s.dim, s.dim));
+    for (const char* name : {"mlp.gate_proj", "mlp.up_proj"})
+      gate_up_.push_back(linear(name, s.ffn, s.dim));
+    down_.push_back(linear("mlp.down_proj", s.dim, s.ffn));
+    x_ = random_tensor({s.tokens, s.dim}, DType::bf16, device, 3);
+    h_ = random_tensor({s.tokens, s.ffn}, DType::bf16, device, 4);
+    dy_c_ = random_tensor({s.tokens, s.dim}, DType::bf16, device, 5, 1e-3f);
+    dy_f_ = random_tensor({s.tokens, s.ffn}, DType::bf16, device, 6, 1e-3f);
+    out_c_ = Tensor::empty({s.tokens, s.dim}, DType::bf16, device);
+    out_f_ = Tensor::empty({s.tokens, s.ffn}, DType::bf16, device);
+    dx_c_ = Tensor::empty({s.tokens, s.dim}, DType::bf16, device);
+    dx_f_ = Tensor::empty({s.tokens, s.ffn}, DType::bf16, device);
+  }
+
+  void set_recipe(const std::optional<lowp::Recipe>& recipe) {
+    for (auto* group : {&qkv_, &o_, &gate_up_, &down_})
+      for (models::Linear& l : *group) l.set_recipe(recipe);
+  }
+
+  // Every linear's forward; groups that read one input share its quantization.
+  void forward() {
+    run_group(qkv_, [&](models::Linear& l, models::SharedInput* sh) { l.forward(out_c_, x_, sh); });
+    run_group(o_, [&](models::Linear& l, models::SharedInput* sh) { l.forward(out_c_, x_, sh); });
+    run_group(gate_up_,
+              [&](models::Linear& l, models::SharedInput* sh) { l.forward(out_f_, x_, sh); });
+    run_group(down_,
+              [&](models::Linear& l, models::SharedInput* sh) { l.forward(out_c_, h_, sh); });
+  }
+
+  // Every linear's backward: dx (accumulated over a group, as the block does) and dW.
+  void backward() {
+    auto bwd = [](const Tensor& dx, const Tensor& dy, const Tensor& x) {
+      return [&dx, &dy, &x](models::Linear& l, models::SharedInput* sh, bool first) {
+        l.backward(dx, dy, x, !first, sh);
+      };
+    };
+    run_group_indexed(qkv_, bwd(dx_c_, dy_c_, x_));
+    run_group_indexed(o_, bwd(dx_c_, dy_c_, x_));
+    run_group_indexed(gate_up_, bwd(dx_c_, dy_f_, x_));
+    run_group_indexed(down_, bwd(dx_f_, dy_c_, h_));
+  }
+
+ private:
+  template <class Fn>
+  static void run_group(std::vector<models::Linear>& group, Fn&& fn) {
+    models::SharedInput shared;
+    for (models::Linear& l : group) fn(l, &shared);
+  }
+  template <class Fn>
+  static void run_group_indexed(std::vector<models::Linear>& group, Fn&& fn) {
+    models::SharedInput shared;
+    for (size_t i = 0; i < group.size(); ++i) fn(group[i], &shared, i == 0);
+  }
+
+  std::vector<models::Linear> qkv_, o_, gate_up_, down_;
+  Tensor x_, h_, dy_c_, dy_f_, out_c_, out_f_, dx_c_, dx_f_;
+};
+
+struct Timing {
+  std::vector<double> forward, backward;
+};
+
+// The ops of one linear layer (C -> F, the gate projection), each timed on its own: the five
+// quantizations (x, W, dy, and the transposed dy^T and x^T of the weight gradient) and the three
+// GEMMs, quantized per `recipe` or in bf16 (no recipe). Prints one table row per op.
+void op_breakdown(Device& device, const Settings& s, const std::optional<lowp::Recipe>& recipe) {
+  const int64_t n = s.tokens, c = s.dim, f = s.ffn;
+  Tensor x = random_tensor({n, c}, DType::bf16, device, 3);
+  Tensor w = random_tensor({f, c}, DType::bf16, device, 7, 0.05f);
+  Tensor dy = random_tensor({n, f}, DType::bf16, device, 6, 1e-3f);
+  Tensor out = Tensor::empty({n, f}, DType::bf16, device);
+  Tensor dx = Tensor::empty({n, c}, DType::bf16, device);
+  Tensor dw = Tensor::zeros({f, c}, DType::f32, device);
+  auto q = [&](const lowp::QuantSpec& spec, const Tensor& in, bool transpose) {
+    const int64_t rows = in.size(transpose ? 1 : 0), cols = in.size(transpose ? 0 : 1);
+    return lowp::QTensor::empty(spec, rows, cols, device);
+  };
+  // The quantized operands (unused in bf16) live as long as the timed calls.
+  const lowp::Recipe& r = recipe ? *recipe : lowp::find_recipe("fp8_current");
+  lowp::QTensor xq = q(r.input, x, false), wq = q(r.weight, w, false);
+  lowp::QTensor dyq = q(r.grad, dy, false), wtq = q(r.weight, w, true);
+  lowp::QTensor dytq = q(r.grad, dy, true), xtq = q(r.input, x, true);
+  std::vector<std::pair<std::string, std::function<void()>>> ops_to_time;
+  if (!recipe) {
+    ops_to_time = {
+        {"fwd GEMM", [&] { ops::matmul({.out = out, .a = x, .b = w, .trans_b = true}); }},
+        {"dgrad GEMM", [&] { ops::matmul({.out = dx, .a = dy, .b = w}); }},
+        {"wgrad GEMM (bf16, then f32 add)", [&] { models::accumulate_weight_grad(dw, dy, x); }},
+    };
+  } else {
+    auto quantize = [&](lowp::QTensor& qt, const Tensor& in, bool transpose, bool stochastic) {
+      return [&qt, &in, transpose, stochastic] {
+        ops::quantize({.q = qt, .in = in, .transpose = transpose, .stochastic = stochastic});
+      };
+    };
+    const bool sr = recipe->grad_stochastic;
+    ops_to_time = {
+        {"quantize x", quantize(xq, x, false, false)},
+        {"quantize W", quantize(wq, w, false, false)},
+        {"quantize W^T", quantize(wtq, w, true, false)},
+        {"quantize dy", quantize(dyq, dy, false, sr)},
+        {"quantize dy^T", quantize(dytq, dy, true, sr)},
+        {"quantize x^T", quantize(xtq, x, true, false)},
+        {"fwd qmatmul", [&] { ops::qmatmul({.out = out, .a = xq, .b = wq}); }},
+        {"dgrad qmatmul", [&] { ops::qmatmul({.out = dx, .a = dyq, .b = wtq}); }},
+        {"wgrad qmatmul", [&] { ops::qmatmul({.out = dw, .a = dytq, .b = xtq, .beta = 1}); }},
+    };
+  }
+  double total = 0;
+  for (auto& [name, fn] : ops_to_time) {
+    const double t = median(time_runs(device, fn, s.warmup, s.repeats));
+    total += t;
+    fmt::print("| {} | {} | {:.3f} |\n", recipe ? recipe->name : "bf16", name, t * 1e3);
+  }
+  fmt::print("| {} | **sum** | {:.3f} |\n", recipe ? recipe->name : "bf16", total * 1e3);
+}
+
+int run(const Settings& s, int threads) {
+  RuntimeOptions options = RuntimeOptions::from_env();
+  options.cpu.threads = threads;
+  auto runtime = create_runtime(options);
+  Device& cpu = runtime->cpu();
+  Block block(s, cpu);
+  std::vector<std::string> names = {"bf16 (compute)"};
+  std::vector<std::optional<lowp::Recipe>> recipes = {std::nullopt};
+  for (const std::string& r : s.recipes) {
+    names.push_back(r);
+    recipes.push_back(lowp::find_recipe(r));
+  }
+  std::map<std::string, Timing> timings;
+  auto pass = [&](size_t i, Timing* t) {
+    block.set_recipe(recipes[i]);
+    const auto f = time_runs(
+        cpu, [&] { block.forward(); }, 0, 1);
+    const auto b = time_runs(
+        cpu, [&] { block.backward(); }, 0, 1);
+    if (t != nullptr) {
+      t->forward.push_back(f[0]);
+      t->backward.push_back(b[0]);
+    }
+  };
+  for (int w = 0; w < s.warmup; ++w)
+    for (size_t i = 0; i < recipes.size(); ++i) pass(i, nullptr);
+  for (int r = 0; r < s.repeats; ++r)
+    for (size_t i = 0; i < recipes.size(); ++i) pass(i, &timings[names[i]]);
+
+  fmt::print("# H2 low-precision linear layers, one block\n\n");
+  fmt::print(
+      "device: {} ({}); N {} tokens, C {}, F {}; median of {} passes, recipes interleaved\n\n",
+      cpu.str(), cpu.props().name, s.tokens, s.dim, s.ffn, s.repeats);
+  fmt::print(
+      "| GEMMs | forward ms | backward ms | total ms | vs bf16 |\n|---|---:|---:|---:|---:|\n");
+  const Timing& base = timings[names[0]];
+  const double base_total = median(base.forward) + median(base.backward);
+  for (const std::string& name : names) {
+    const Timing& t = timings[name];
+    const double f = median(t.forward), b = median(t.backward);
+    fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f}x |\n", name, f * 1e3, b * 1e3,
+               (f + b) * 1e3, (f + b) / base_total);
+  }
+  if (s.breakdown) {
+    fmt::print("\n## Op by op: the gate projection ({} x {} -> {}), median of {}\n\n", s.tokens,
+               s.dim, s.ffn, s.repeats);
+    fmt::print("| recipe | op | ms |\n|---|---|---:|\n");
+    for (const auto& recipe : recipes) op_breakdown(cpu, s, recipe);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace h2::bench
+
+int main(int argc, char** argv) {
+  h2::bench::Settings s;
+  int threads = 0;
+  CLI::App app{"Cost of low-precision emulation in one transformer block's linear layers",
+               "h2_bench_lowp_linear"};
+  app.add_option("--tokens", s.tokens, "Tokens per pass (N)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--dim", s.dim, "Model width (C)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--ffn", s.ffn, "FFN width (F)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--repeats", s.repeats, "Timed passes per recipe (median reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup", s.warmup, "Untimed passes per recipe first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: every core)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--recipes", s.recipes, "Low-precision recipes to compare with bf16")
+      ->check(CLI::IsMember(std::vector<std::string>(h2::lowp::recipe_names().begin(),
+                                                     h2::lowp::recipe_names().end())))
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_flag("--breakdown", s.breakdown,
+               "Also time the ops of one linear layer (quantizations, GEMMs) one by one");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    return h2::bench::run(s, threads);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "h2_bench_lowp_linear: error: %s\n", e.what());
+    return 1;
+  }
+}
