@@ -186,6 +186,32 @@ H2_HOST_DEVICE inline float decode(uint32_t code) {
   return bits_float(sign | abs_bits);
 }
 
+// The bf16 bits of decode<F>(code): every value of these formats is a bf16 number (at most 4
+// significant bits, exponents well inside bf16's), so this is decode's FP32 pattern cut to its
+// top half. Integer arithmetic only, so that batch loops vectorise (decode's table lookups and
+// its FP32 subnormal product do not, under GCC's default trapping math).
+template <class F>
+H2_HOST_DEVICE inline uint32_t decode_bf16_bits(uint32_t code) {
+  static_assert(F::kMantissaBits <= 3, "the subnormal leading-bit search covers 3 bits");
+  constexpr uint32_t kMagnitudeMask = (1u << (F::kBits - 1)) - 1u;
+  constexpr uint32_t kMantissaMask = (1u << F::kMantissaBits) - 1u;
+  const uint32_t sign = ((code >> (F::kBits - 1)) & 1u) << 15;
+  const uint32_t magnitude = code & kMagnitudeMask;
+  // A normal code is its exponent and mantissa fields shifted onto bf16's, plus the rebias.
+  const uint32_t normal = (magnitude << (7 - F::kMantissaBits)) + ((127u - F::kBias) << 7);
+  // A subnormal m * 2^(1 - bias - M), m < 2^M, with its leading bit p: exponent field
+  // 128 - bias - M + p, mantissa the bits below p moved to the top of bf16's 7.
+  const uint32_t p = (magnitude >= 2u ? 1u : 0u) + (magnitude >= 4u ? 1u : 0u);
+  const uint32_t subnormal_bits =
+      ((128u - F::kBias - F::kMantissaBits + p) << 7) | ((magnitude * (128u >> p)) & 0x7fu);
+  const uint32_t subnormal = magnitude == 0 ? 0u : subnormal_bits;
+  const uint32_t special = (F::kHasInf && magnitude == F::kStandardOverflow) ? (kF32InfBits >> 16)
+                                                                             : (kF32QuietNaN >> 16);
+  const uint32_t abs_bits =
+      magnitude > F::kMaxMagnitude ? special : (magnitude <= kMantissaMask ? subnormal : normal);
+  return sign | abs_bits;
+}
+
 // ---- E8M0 (unsigned power-of-two scales) ----------------------------------------------------
 
 inline constexpr uint32_t kE8M0NaN = 0xff;

@@ -158,6 +158,43 @@ void encode_stochastic_chunks(const float* in, int64_t n, float multiplier, uint
 #define H2_AVX512_CLONE [[gnu::target_clones("arch=x86-64-v4", "default"), gnu::flatten]]
 #endif
 
+// ---- batch decoding to bf16 -------------------------------------------------------------------
+
+// The bf16 bits of both E2M1 codes of each byte, element 2i (low nibble) in the low half.
+using E2M1PairTable = std::array<uint32_t, 256>;
+
+const E2M1PairTable& e2m1_bf16_pairs() {
+  static const E2M1PairTable table = [] {
+    E2M1PairTable t{};
+    for (uint32_t b = 0; b < 256; ++b)
+      t[b] = codec::decode_bf16_bits<E2M1>(b & 15u) | codec::decode_bf16_bits<E2M1>(b >> 4) << 16;
+    return t;
+  }();
+  return table;
+}
+
+// out[i] = bf16 bits of decode(code i), i < n. Byte formats: one integer loop, vectorised. E2M1:
+// one table lookup per byte gives both of its elements (faster than the arithmetic on nibbles).
+template <class F>
+void decode_bf16_codes(const uint8_t* in, int64_t n, uint16_t* out) {
+  if constexpr (F::kBits == 8) {
+    for (int64_t i = 0; i < n; ++i) out[i] = uint16_t(codec::decode_bf16_bits<F>(in[i]));
+  } else {  // an odd n ends on a low nibble
+    const E2M1PairTable& pairs = e2m1_bf16_pairs();
+    for (int64_t j = 0; j < n / 2; ++j) std::memcpy(out + 2 * j, &pairs[in[j]], sizeof(uint32_t));
+    if (n % 2 != 0) out[n - 1] = uint16_t(pairs[in[n / 2]] & 0xffffu);
+  }
+}
+
+// v[i] = bf16 bits of (v[i] * multiplier), i < n. (A compile-time n of 16 made GCC unroll the
+// loop into scalar code; a run-time n vectorises.)
+void scale_bf16(uint16_t* v, int64_t n, float multiplier) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = codec::bits_float(uint32_t(v[i]) << 16) * multiplier;
+    v[i] = uint16_t(float_bits(x) >> 16);
+  }
+}
+
 // ---- decode tables ----------------------------------------------------------------------------
 
 using DecodeTable = std::array<float, 256>;
@@ -236,6 +273,21 @@ void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* o
     }
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]] * multiplier;
+  }
+}
+
+H2_AVX512_CLONE
+void decode_bf16_n(Format f, const uint8_t* in, int64_t n, int64_t block, const float* multipliers,
+                   uint16_t* out) {
+  H2_CHECK(multipliers == nullptr || (block > 0 && (f != Format::e2m1 || block % 2 == 0)),
+           "decode_bf16_n: block {} must be positive (and even for e2m1)", block);
+  with_element_format(f, "decode_bf16_n",
+                      [&](auto format) { decode_bf16_codes<decltype(format)>(in, n, out); });
+  if (multipliers == nullptr) return;
+  // Then each block times its multiplier, in place while it is in L1.
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    const float m = multipliers[b0 / block];
+    if (m != 1.0f) scale_bf16(out + b0, std::min(block, n - b0), m);
   }
 }
 

@@ -101,6 +101,14 @@ void encode_stochastic_n(Format f, const float* in, int64_t n, float multiplier,
 // out[i] = decode(f, code of element i) * multiplier (E2M1 unpacked from `in`).
 void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* out);
 
+// out[i] = the bf16 bits of decode(f, code of element i) * multipliers[i / block] (no
+// multipliers: 1), i < n: the top half of the FP32 product, which is the product itself where
+// it is a bf16 number (a code's value times 1, a power of two or an E4M3 scale, as qmatmul's
+// bf16 routes use it; check those callers' conditions before using it elsewhere). E2M1 codes are
+// unpacked from `in` (element 0 in the low nibble of in[0]) and `block` must then be even.
+void decode_bf16_n(Format f, const uint8_t* in, int64_t n, int64_t block, const float* multipliers,
+                   uint16_t* out);
+
 // Decode table of a format: table[code] for every code (16 entries used for E2M1). Inner loops
 // of kernels index it directly.
 const float* decode_table(Format f);

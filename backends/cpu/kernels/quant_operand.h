@@ -1,11 +1,11 @@
 // A quantized matrix (core/lowp/quant_spec.h) as the CPU kernels read it: codes, block geometry
 // and each block's FP32 scale, decoded a row segment or a tile at a time into FP32 (element =
-// decode(code) * its block's scale). Used by qmatmul (tiles inside the GEMM loop) and dequantize.
+// decode(code) * its block's scale), or into exact bf16 values for qmatmul's bf16 routes (through
+// lowp::decode_bf16_n, vectorised). Used by qmatmul and dequantize.
 #pragma once
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -94,14 +94,25 @@ class QuantOperand {
 
   // dst[k] = local(r, k) for k < K, as bf16 bits (exact: see folds_to_bf16).
   void decode_row_bf16(int64_t r, uint16_t* dst) const {
-    decode_bf16(r, 0, K_, dst, [this](int64_t rb, int64_t cb) { return local_scale(rb, cb); });
+    if (rule_ == ScaleRule::f32_amax)
+      return lowp::decode_bf16_n(element_, row_codes(r, 0), K_, K_, nullptr, dst);
+    // The row's block scales, kScaleChunk blocks per call.
+    const int64_t rb = r / br_;
+    float local[kScaleChunk];
+    for (int64_t cb0 = 0; cb0 < GC_; cb0 += kScaleChunk) {
+      const int64_t blocks = std::min(kScaleChunk, GC_ - cb0);
+      for (int64_t c = 0; c < blocks; ++c) local[c] = local_scale(rb, cb0 + c);
+      const int64_t k0 = cb0 * bc_;
+      lowp::decode_bf16_n(element_, row_codes(r, k0), std::min(blocks * bc_, K_ - k0), bc_, local,
+                          dst + k0);
+    }
   }
 
   // dst[j] = the code value of (r, k0 + j) for j < kc, as bf16 bits, without any scale: exact,
   // since every E4M3, E5M2 and E2M1 value is a bf16 number. qmatmul's K-block path applies the
-  // FP32 block scales to each K block's product instead.
+  // FP32 block scales to each K block's product instead. k0 even for E2M1.
   void decode_codes_bf16(int64_t r, int64_t k0, int64_t kc, uint16_t* dst) const {
-    decode_bf16(r, k0, kc, dst, [](int64_t, int64_t) { return 1.0f; });
+    lowp::decode_bf16_n(element_, row_codes(r, k0), kc, kc, nullptr, dst);
   }
 
   ScaleRule rule() const { return rule_; }
@@ -142,19 +153,13 @@ class QuantOperand {
     }
   }
 
-  // decode_segments into bf16 bits, for values that are bf16 numbers (the top half of their
-  // f32 bits), kBf16Chunk elements at a time.
-  template <class ScaleOf>
-  void decode_bf16(int64_t r, int64_t k0, int64_t kc, uint16_t* dst, ScaleOf scale_of) const {
-    float buf[kBf16Chunk];
-    for (int64_t j0 = 0; j0 < kc; j0 += kBf16Chunk) {
-      const int64_t n = std::min(kBf16Chunk, kc - j0);
-      decode_segments(r, k0 + j0, n, buf, scale_of);
-      for (int64_t j = 0; j < n; ++j) dst[j0 + j] = uint16_t(std::bit_cast<uint32_t>(buf[j]) >> 16);
-    }
+  // The code of element (r, k): its byte, or (k even) the byte holding E2M1 codes k and k + 1.
+  const uint8_t* row_codes(int64_t r, int64_t k) const {
+    const int64_t i = r * K_ + k;
+    return codes_ + (element_ == Format::e2m1 ? i / 2 : i);
   }
 
-  static constexpr int64_t kBf16Chunk = 256;  // elements decoded per conversion to bf16
+  static constexpr int64_t kScaleChunk = 64;  // block scales gathered per bf16 decode call
 
   const uint8_t* codes_;
   Format element_;
