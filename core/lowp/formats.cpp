@@ -120,10 +120,11 @@ void encode_rne_n(const float* in, int64_t n, float multiplier, uint8_t* out, bo
   // Two instantiations, so that the overflow rule is a constant inside the loop.
   if (saturate) {
     encode_chunks<F>(in, n, multiplier, out, stats,
-                     [](uint32_t bits, int64_t) { return codec::encode_rne<F>(bits, true); });
+                     [](uint32_t bits, int64_t) { return codec::encode_rne_batch<F>(bits, true); });
   } else {
-    encode_chunks<F>(in, n, multiplier, out, stats,
-                     [](uint32_t bits, int64_t) { return codec::encode_rne<F>(bits, false); });
+    encode_chunks<F>(in, n, multiplier, out, stats, [](uint32_t bits, int64_t) {
+      return codec::encode_rne_batch<F>(bits, false);
+    });
   }
 }
 
