@@ -30,8 +30,8 @@ struct Key {
   bool operator==(const Key& o) const {
     const GemmDims &a = dims, &b = o.dims;
     return a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k && a.trans_a == b.trans_a &&
-           a.trans_b == b.trans_b && a.b_shared == b.b_shared && scaled == o.scaled &&
-           beta == o.beta && in == o.in && out == o.out;
+           a.trans_b == b.trans_b && a.b_shared == b.b_shared && a.lda == b.lda && a.ldb == b.ldb &&
+           scaled == o.scaled && beta == o.beta && in == o.in && out == o.out;
   }
 };
 
@@ -40,7 +40,7 @@ struct KeyHash {
     size_t h = 0;
     auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
     const GemmDims& d = key.dims;
-    for (int64_t v : {d.batch, d.m, d.n, d.k}) mix(std::hash<int64_t>{}(v));
+    for (int64_t v : {d.batch, d.m, d.n, d.k, d.lda, d.ldb}) mix(std::hash<int64_t>{}(v));
     mix(size_t(d.trans_a) | size_t(d.trans_b) << 1 | size_t(d.b_shared) << 2);
     mix(size_t(key.scaled));
     mix(std::hash<float>{}(key.beta));
@@ -61,12 +61,13 @@ memory::data_type onednn_type(DType dtype) {
 }
 
 // Row-major (rows, cols) matrices, batched, as strided descriptors; a transposed operand is the
-// same buffer with its two inner strides swapped. A shared operand has batch extent 1, which
-// oneDNN broadcasts.
+// same buffer with its two inner strides swapped. ld: the stored row stride (0: dense). A shared
+// operand has batch extent 1, which oneDNN broadcasts.
 memory::desc matrix_desc(int64_t batch, int64_t rows, int64_t cols, bool stored_transposed,
-                         DType dtype) {
-  const memory::dims strides =
-      stored_transposed ? memory::dims{rows * cols, 1, rows} : memory::dims{rows * cols, cols, 1};
+                         DType dtype, int64_t ld = 0) {
+  const int64_t row_stride = ld > 0 ? ld : stored_transposed ? rows : cols;
+  const memory::dims strides = stored_transposed ? memory::dims{rows * cols, 1, row_stride}
+                                                 : memory::dims{rows * cols, row_stride, 1};
   return memory::desc({batch, rows, cols}, onednn_type(dtype), strides);
 }
 
@@ -76,8 +77,8 @@ struct Descs {
 
 Descs descs(const Key& key) {
   const GemmDims& d = key.dims;
-  return {matrix_desc(d.batch, d.m, d.k, d.trans_a, key.in),
-          matrix_desc(d.b_shared ? 1 : d.batch, d.k, d.n, d.trans_b, key.in),
+  return {matrix_desc(d.batch, d.m, d.k, d.trans_a, key.in, d.lda),
+          matrix_desc(d.b_shared ? 1 : d.batch, d.k, d.n, d.trans_b, key.in, d.ldb),
           matrix_desc(d.batch, d.m, d.n, false, key.out)};
 }
 
@@ -129,6 +130,8 @@ OneDnnGemm::~OneDnnGemm() = default;
 void OneDnnGemm::run(const GemmCall& call, const void* a, const void* b, void* out, int threads) {
   const Key key{call.dims, call.alpha != 1.0f, call.beta, call.in, call.out};
   const GemmDims& d = call.dims;
+  H2_CHECK(d.batch == 1 || (d.lda == 0 && d.ldb == 0),
+           "oneDNN gemm: row strides (lda {}, ldb {}) need batch 1, not {}", d.lda, d.ldb, d.batch);
   try {
     const dnnl::matmul matmul = impl_->primitive(key);
     const Descs m = descs(key);

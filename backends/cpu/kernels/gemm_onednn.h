@@ -5,8 +5,10 @@
 //
 // Shapes: out (batch, M, N) = alpha * op(a) @ op(b) + beta * out, with a (batch, M, K) or
 // (batch, K, M) stored when trans_a, b (batch or 1, K, N) or (.., N, K) when trans_b (1: one b
-// shared by every batch entry), every operand contiguous. Element types: f32 everywhere, or bf16
-// a and b with a bf16 or f32 out (only where the CPU has a bf16 kernel: native_bf16()).
+// shared by every batch entry), out contiguous; a and b contiguous too, or (batch 1) rows of a
+// wider matrix: lda, ldb elements apart (a K block of a row-major operand). Element types: f32
+// everywhere, or bf16 a and b with a bf16 or f32 out (only where the CPU has a bf16 kernel:
+// native_bf16()).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,8 @@ struct GemmDims {
   int64_t batch = 1;
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
-  bool b_shared = false;  // b is one (K, N) / (N, K) matrix for every batch entry
+  bool b_shared = false;     // b is one (K, N) / (N, K) matrix for every batch entry
+  int64_t lda = 0, ldb = 0;  // row strides of a and b as stored; 0: dense (batch 1 otherwise)
 };
 
 struct GemmCall {

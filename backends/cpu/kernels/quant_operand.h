@@ -108,11 +108,11 @@ class QuantOperand {
     }
   }
 
-  // dst[j] = the code value of (r, k0 + j) for j < kc, as bf16 bits, without any scale: exact,
-  // since every E4M3, E5M2 and E2M1 value is a bf16 number. qmatmul's K-block path applies the
-  // FP32 block scales to each K block's product instead. k0 even for E2M1.
-  void decode_codes_bf16(int64_t r, int64_t k0, int64_t kc, uint16_t* dst) const {
-    lowp::decode_bf16_n(element_, row_codes(r, k0), kc, kc, nullptr, dst);
+  // Rows [r0, r0 + rows) of code values as bf16 bits, row-major (rows x K), without any scale:
+  // exact, since every E4M3, E5M2 and E2M1 value is a bf16 number; one call over the contiguous
+  // codes. qmatmul's K-block path applies the FP32 block scales to each K block's product.
+  void decode_codes_bf16_rows(int64_t r0, int64_t rows, uint16_t* dst) const {
+    lowp::decode_bf16_n(element_, row_codes(r0, 0), rows * K_, rows * K_, nullptr, dst);
   }
 
   ScaleRule rule() const { return rule_; }
