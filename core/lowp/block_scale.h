@@ -84,9 +84,10 @@ H2_HOST_DEVICE inline float nvfp4_encode_scale(float amax_tensor) {
 }
 
 // nvfp4 block: sb = e4m3(amax_block / 6 * s_enc) (saturating), elements encode
-// x * (s_enc / decode(sb)) (0 when sb decodes to 0), s = decode(sb) * g.
+// x * (s_enc / decode(sb)) (0 when sb decodes to 0), s = decode(sb) * g. Branch-free (the
+// batch form of round to nearest even), so that a loop over blocks vectorises.
 H2_HOST_DEVICE inline BlockScale nvfp4_scale(float amax_block, float s_enc, float global) {
-  const uint8_t sb = uint8_t(codec::encode_rne<codec::E4M3>(
+  const uint8_t sb = uint8_t(codec::encode_rne_batch<codec::E4M3>(
       codec::float_bits(amax_block / 6.0f * s_enc), /*saturate=*/true));
   const float d = codec::decode<codec::E4M3>(sb);
   return {d > 0 ? s_enc / d : 0.0f, d * global, sb};

@@ -224,28 +224,46 @@ class Quantizer {
               abs_max(panel.rows + i * panel.ld + k0, std::min(g_.bc, g_.K - k0));
         }
     });
-    // Block amaxes (block rows in parallel), then the tensor's.
-    std::vector<float> block_amax(static_cast<size_t>(g_.GR * g_.GC), 0.0f);
-    parallel_for(g_.GR, g_.br * g_.GC, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b)
-        for (int64_t r = b * g_.br; r < std::min(g_.R, (b + 1) * g_.br); ++r)
-          for (int64_t c = 0; c < g_.GC; ++c) {
-            float& m = block_amax[size_t(b * g_.GC + c)];
-            m = std::max(m, row_amax.data()[r * g_.GC + c]);
-          }
-    });
-    float tensor_amax = 0;
-    for (float a : block_amax) tensor_amax = std::max(tensor_amax, a);
+    // Block amaxes: the rows' own for one-row blocks, else reduced over block rows in parallel.
+    std::vector<float> reduced;
+    const float* block_amax = row_amax.data();
+    const int64_t blocks = g_.GR * g_.GC;
+    if (g_.br > 1) {
+      reduced.assign(size_t(blocks), 0.0f);
+      parallel_for(g_.GR, g_.br * g_.GC, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          for (int64_t r = b * g_.br; r < std::min(g_.R, (b + 1) * g_.br); ++r)
+            for (int64_t c = 0; c < g_.GC; ++c) {
+              float& m = reduced[size_t(b * g_.GC + c)];
+              m = std::max(m, row_amax.data()[r * g_.GC + c]);
+            }
+      });
+      block_amax = reduced.data();
+    }
+    const float tensor_amax = abs_max(block_amax, blocks);  // amaxes are >= 0, never NaN
     float s_enc = 1, global = 1;
     if (q_.spec.rule == ScaleRule::nvfp4) {
       s_enc = lowp::nvfp4_encode_scale(tensor_amax);
       global = 1.0f / s_enc;
       *q_.global.data_as<float>() = global;
     }
-    multiplier.resize(block_amax.size());
-    parallel_for(int64_t(block_amax.size()), 16, [&](int64_t b0, int64_t b1) {
+    multiplier.resize(size_t(blocks));
+    parallel_for(blocks, 16, [&](int64_t b0, int64_t b1) {
+      if (q_.spec.rule == ScaleRule::nvfp4) {  // one block per 16 elements: a vectorised loop
+        // (on local copies: through the captured references GCC assumes the stores alias them)
+        const float enc = s_enc, g = global;
+        const float* amax = block_amax;
+        float* mult = multiplier.data();
+        auto* codes = static_cast<uint8_t*>(scales_);
+        for (int64_t b = b0; b < b1; ++b) {
+          const BlockScale s = lowp::nvfp4_scale(amax[b], enc, g);
+          mult[b] = s.multiplier;
+          codes[b] = s.code;
+        }
+        return;
+      }
       for (int64_t b = b0; b < b1; ++b) {
-        const BlockScale s = scale_of(block_amax[size_t(b)], s_enc, global);
+        const BlockScale s = scale_of(block_amax[b], s_enc, global);
         multiplier[size_t(b)] = s.multiplier;
         store_scale(scales_, q_.spec.rule, b, s);
       }
