@@ -108,9 +108,10 @@ struct Timing {
   std::vector<double> forward, backward;
 };
 
-// The ops of one linear layer (C -> F, the gate projection), each timed on its own: the five
-// quantizations (x, W, dy, and the transposed dy^T and x^T of the weight gradient) and the three
-// GEMMs, quantized per `recipe` or in bf16 (no recipe). Prints one table row per op.
+// The ops of one linear layer (C -> F, the gate projection), each timed on its own: the six
+// quantizations (x and W of the forward, dy and W^T of dgrad, dy^T and x^T of wgrad; training
+// takes W^T as W's codes transposed where the recipe allows it) and the three GEMMs, quantized
+// per `recipe` or in bf16 (no recipe). Prints one table row per op.
 void op_breakdown(Device& device, const Settings& s, const std::optional<lowp::Recipe>& recipe) {
   const int64_t n = s.tokens, c = s.dim, f = s.ffn;
   Tensor x = random_tensor({n, c}, DType::bf16, device, 3);
