@@ -94,8 +94,7 @@ class QuantOperand {
 
   // dst[k] = local(r, k) for k < K, as bf16 bits (exact: see folds_to_bf16).
   void decode_row_bf16(int64_t r, uint16_t* dst) const {
-    if (rule_ == ScaleRule::f32_amax)
-      return lowp::decode_bf16_n(element_, row_codes(r, 0), K_, K_, nullptr, dst);
+    if (rule_ == ScaleRule::f32_amax) return decode_codes_bf16_rows(r, 1, dst);  // local = code
     // The row's block scales, kScaleChunk blocks per call.
     const int64_t rb = r / br_;
     float local[kScaleChunk];
