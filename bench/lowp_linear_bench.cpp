@@ -20,6 +20,7 @@
 
 #include "backends/registry.h"
 #include "bench/bench_common.h"
+#include "bench/bench_main.h"
 #include "core/lowp/recipe.h"
 #include "core/ops.h"
 #include "models/layers/linear.h"
@@ -250,15 +251,5 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--breakdown", s.breakdown,
                "Also time the ops of one linear layer (quantizations, GEMMs) one by one");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  try {
-    return h2::bench::run(s, threads);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "h2_bench_lowp_linear: error: %s\n", e.what());
-    return 1;
-  }
+  return h2::bench::parse_and_run(app, argc, argv, [&] { return h2::bench::run(s, threads); });
 }

@@ -12,6 +12,7 @@
 
 #include "backends/registry.h"
 #include "bench/bench_common.h"
+#include "bench/bench_main.h"
 #include "core/error.h"
 #include "core/op_cost.h"
 #include "core/ops.h"
@@ -152,15 +153,5 @@ int main(int argc, char** argv) {
   app.add_option("--threads", s.threads, "CPU threads (0: every core)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  try {
-    return h2::bench::run(s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "h2_bench_vchip: error: %s\n", e.what());
-    return 1;
-  }
+  return h2::bench::parse_and_run(app, argc, argv, [&] { return h2::bench::run(s); });
 }
