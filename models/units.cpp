@@ -68,6 +68,12 @@ void BlockUnit::weight_backward() {
   for (Linear* l : linears) l->weight_backward();
 }
 
+void BlockUnit::set_weights_frozen(bool frozen) {
+  std::vector<Linear*> linears;
+  collect_linears(linears);
+  for (Linear* l : linears) l->set_weights_frozen(frozen);
+}
+
 void BlockUnit::collect_linears(std::vector<Linear*>& out) {
   attn_.collect_linears(out);
   mlp_.collect_linears(out);

@@ -49,6 +49,7 @@ class BlockUnit : public Unit {
   void collect_linears(std::vector<Linear*>& out);
   void set_defer_weight_grads(bool on) override;
   void weight_backward() override;
+  void set_weights_frozen(bool frozen) override;
 
  private:
   Attention attn_;

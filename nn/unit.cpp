@@ -1,5 +1,7 @@
-// The non-virtual parts of a unit: moving its stash (see unit.h).
+// The non-virtual parts of a unit: moving its stash, the frozen-weights scope (see unit.h).
 #include "nn/unit.h"
+
+#include <utility>
 
 namespace h2::nn {
 
@@ -14,6 +16,14 @@ void Unit::put_stash(Stash stash) {
   StashTransfer put(StashTransfer::Direction::put, stash);
   transfer_stash(put);
   put.finish();
+}
+
+FrozenWeights::FrozenWeights(std::vector<Unit*> units) : units_(std::move(units)) {
+  for (Unit* u : units_) u->set_weights_frozen(true);
+}
+
+FrozenWeights::~FrozenWeights() {
+  for (Unit* u : units_) u->set_weights_frozen(false);
 }
 
 std::vector<Param*> params_of(Unit& unit) {

@@ -33,6 +33,25 @@ class Unit {
   // Units without such layers compute everything in backward().
   virtual void set_defer_weight_grads(bool) {}
   virtual void weight_backward() {}
+  // While frozen, the caller promises that the unit's Param values do not change (the forwards
+  // and backwards between two optimizer updates), so the unit may keep what it derives from them
+  // across micro-batches (a linear layer's quantized weights); switching either way drops what
+  // it kept. Off unless a runtime turns it on (FrozenWeights), so code that writes weights
+  // between forwards (loading, finite differences) needs nothing.
+  virtual void set_weights_frozen(bool) {}
+};
+
+// The scope of that promise: freezes the units' weights for its lifetime and thaws them when it
+// ends, by return or by exception.
+class FrozenWeights {
+ public:
+  explicit FrozenWeights(std::vector<Unit*> units);
+  ~FrozenWeights();
+  FrozenWeights(const FrozenWeights&) = delete;
+  FrozenWeights& operator=(const FrozenWeights&) = delete;
+
+ private:
+  std::vector<Unit*> units_;
 };
 
 // The Params a unit owns, in export order.

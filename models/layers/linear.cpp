@@ -49,6 +49,8 @@ void Linear::set_recipe(std::optional<lowp::Recipe> recipe,
   recipe_ = std::move(recipe);
   x_ = weight_ = dy_ = Operand{};
   forward_weight_.reset();
+  dgrad_weight_.reset();
+  weight_quantizations_ = 0;
   seed_ = name_key(options.seed, module_);  // one stochastic-rounding stream per layer
   backward_count_ = 0;
   if (!recipe_) return;
@@ -101,9 +103,45 @@ lowp::QTensor Linear::quantize_input(const Tensor& x, bool transpose, SharedInpu
 void Linear::forward(const Tensor& out, const Tensor& x, SharedInput* shared) {
   if (!recipe_) return linear_fwd(out, x, w_);
   lowp::QTensor xq = quantize_input(x, false, shared);
+  ops::qmatmul({.out = out, .a = xq, .b = forward_weight()});
+}
+
+void Linear::set_weights_frozen(bool frozen) {
+  weights_frozen_ = frozen;
+  forward_weight_.reset();  // dgrad without it quantizes W^T itself: the same bits
+  dgrad_weight_.reset();
+}
+
+bool Linear::keeps_weights() const {
+  return weights_frozen_ && recipe_ && recipe_->scaling != lowp::Scaling::delayed;
+}
+
+lowp::QTensor Linear::forward_weight() {
+  // A kept W is reused only while frozen; w_.value is checked all the same, so that a unit
+  // whose FSDP shards are not gathered still fails as it would without the cache.
+  H2_CHECK(w_.value.defined(), "Linear {}: the weight has no value (FSDP shards not gathered?)",
+           module_);
+  if (keeps_weights() && forward_weight_) return *forward_weight_;
   lowp::QTensor wq = quantize(weight_, w_.value, false, false);
-  ops::qmatmul({.out = out, .a = xq, .b = wq});
-  if (weight_transposes()) forward_weight_ = wq;
+  ++weight_quantizations_;
+  if (weight_transposes() || keeps_weights())
+    forward_weight_ = wq;
+  else
+    forward_weight_.reset();
+  return wq;
+}
+
+lowp::QTensor Linear::dgrad_weight() {
+  if (keeps_weights() && dgrad_weight_) return *dgrad_weight_;
+  lowp::QTensor wt;
+  if (forward_weight_ && weight_transposes()) {
+    wt = transposed(*forward_weight_);
+  } else {
+    wt = quantize(weight_, w_.value, true, false);
+    ++weight_quantizations_;
+  }
+  if (keeps_weights()) dgrad_weight_ = wt;
+  return wt;
 }
 
 // Not delayed scaling (its scale moves between the forward and the backward quantization),
@@ -125,9 +163,7 @@ void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool 
     ops::matmul({.out = dx, .a = dy, .b = w_.value, .beta = beta});
   } else {  // dgrad: dx (N, I) = dy (N, O) . W^T (I, O)^T, K = O.
     lowp::QTensor dyq = quantize(dy_, dy, false, recipe_->grad_stochastic, 2 * index);
-    const lowp::QTensor wtq =
-        forward_weight_ ? transposed(*forward_weight_) : quantize(weight_, w_.value, true, false);
-    ops::qmatmul({.out = dx, .a = dyq, .b = wtq, .beta = beta});
+    ops::qmatmul({.out = dx, .a = dyq, .b = dgrad_weight(), .beta = beta});
   }
   if (defer_weight_grad_)
     pending_.push_back({dy, x, index});

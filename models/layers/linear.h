@@ -82,6 +82,16 @@ class Linear {
   void weight_backward();
   size_t pending_weight_grads() const { return pending_.size(); }
 
+  // While frozen (nn::Unit::set_weights_frozen: the caller promises W does not change), W's
+  // quantizations for the forward and for dgrad are made once and kept for every micro-batch,
+  // instead of once per micro-batch and orientation; switching either way drops them. The same
+  // bits as quantizing each time (weights are never stochastically rounded). Not under delayed
+  // scaling, whose history records every quantization.
+  void set_weights_frozen(bool frozen);
+  // How many times W has been quantized (either orientation) since set_recipe: what the cache
+  // saves, for tests and benchmarks.
+  int64_t weight_quantizations() const { return weight_quantizations_; }
+
   // Figures of the last quantizations (zeros before the first, or when not quantized). Reads
   // small device tensors: synchronises the device.
   LinearStats stats() const;
@@ -105,15 +115,22 @@ class Linear {
   // Whether W^T's quantization equals the transpose of W's bit for bit, so that dgrad may take
   // the forward's (see linear.cpp).
   bool weight_transposes() const;
+  // W quantized for the forward, and W^T for dgrad: kept or made (see set_weights_frozen).
+  lowp::QTensor forward_weight();
+  lowp::QTensor dgrad_weight();
+  bool keeps_weights() const;
   OperandStats read(const Operand& op) const;
 
   Param w_;
   std::string module_;
   std::optional<lowp::Recipe> recipe_;
   Operand x_, weight_, dy_;
-  // The forward's quantized W, kept for dgrad while weight_transposes(): the weights do not
-  // change between a micro-batch's forward and its backward (the optimizer steps after both).
-  std::optional<lowp::QTensor> forward_weight_;
+  // The forward's quantized W, kept for dgrad while weight_transposes() (the weights do not
+  // change between a micro-batch's forward and its backward: the optimizer steps after both)
+  // and for the next forwards while keeps_weights(); dgrad's W^T kept while keeps_weights().
+  std::optional<lowp::QTensor> forward_weight_, dgrad_weight_;
+  bool weights_frozen_ = false;
+  int64_t weight_quantizations_ = 0;
   uint64_t seed_ = 0;
   uint64_t backward_count_ = 0;  // backward() calls since set_recipe: numbers the SR streams
   bool defer_weight_grad_ = false;

@@ -188,6 +188,13 @@ std::vector<nn::Param*> PipelineRuntime::owned_parameters() {
   return owned;
 }
 
+std::vector<nn::Unit*> PipelineRuntime::whole_weight_units() const {
+  std::vector<nn::Unit*> units;
+  for (int u = 0; u < int(units_.size()); ++u)
+    if (owns_unit(u) && !flats_.contains(u)) units.push_back(units_[size_t(u)]);
+  return units;
+}
+
 bool PipelineRuntime::counts_in_norm(const std::string& name) const {
   if (group_rank_ != 0) return false;
   return tied_ == nullptr || name != tied_->name || owns_unit(0);
@@ -279,6 +286,10 @@ void PipelineRuntime::weight_backward(int stage, int mb) {
 std::vector<double> PipelineRuntime::run(const std::vector<Action>& actions,
                                          const MicroBatchSource& source, int microbatches,
                                          bool training) {
+  // The weights do not change during a step or an evaluation (the optimizer steps after it), so
+  // the units may keep their quantized weights across micro-batches. Not FSDP units: that would
+  // keep a whole quantized copy of every sharded unit for the step, against what sharding saves.
+  nn::FrozenWeights frozen(whole_weight_units());
   batches_.clear();
   for (int mb = 0; mb < microbatches; ++mb) batches_.push_back(source(mb));
   losses_.assign(size_t(microbatches), 0.0);

@@ -180,6 +180,8 @@ class PipelineRuntime {
     std::vector<Segment> segments;  // in token order; empty for a local hand-over
   };
 
+  // This rank's units whose weights it holds whole (not FSDP-sharded).
+  std::vector<nn::Unit*> whole_weight_units() const;
   std::vector<double> run(const std::vector<Action>& actions, const MicroBatchSource& source,
                           int microbatches, bool training);
   // Tells the callback that units [begin, end) of a stage are final (backward order).

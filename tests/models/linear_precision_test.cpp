@@ -2,7 +2,8 @@
 // independent reference (scalar E4M3 encoding of each 1x128 / 128x128 block, dequantized, then
 // a double-precision matmul), the three GEMMs of every recipe against its operands quantized with
 // the specs the recipe must use and dequantized in double, closeness to the unquantized layer,
-// operand statistics, and reproducible stochastic rounding of gradients.
+// operand statistics, weight quantizations kept while frozen, and reproducible stochastic
+// rounding of gradients.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -324,6 +325,78 @@ TEST(LinearPrecision, SharedInputQuantizationsEqualTheLayersOwn) {
   EXPECT_NE(shared.find(blockwise.input, false), nullptr);
   EXPECT_EQ(shared.find(blockwise.input, true), nullptr);
   EXPECT_EQ(shared.find(blockwise.weight, false), nullptr);
+}
+
+// Three micro-batches through one layer, as a step with gradient accumulation runs them: with its
+// weights frozen (set_weights_frozen), the layer quantizes W once per orientation for the step
+// instead of once per micro-batch, and every output, dx and the accumulated weight gradient are
+// the same bits. Delayed scaling records every quantization in its history, so it keeps none.
+TEST(LinearPrecision, FrozenWeightsAreQuantizedOncePerOrientationWithTheSameBits) {
+  constexpr int kMicroBatches = 3;
+  for (const std::string_view recipe : lowp::recipe_names()) {
+    SCOPED_TRACE(recipe);
+    auto run = [&](bool frozen) {
+      Fixture f;
+      f.linear.set_recipe(lowp::find_recipe(recipe), {.seed = 3});
+      f.linear.set_weights_frozen(frozen);
+      std::vector<std::vector<float>> results;
+      Tensor out = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+      Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
+      for (int mb = 0; mb < kMicroBatches; ++mb) {
+        const Tensor x =
+            tensor_from_floats(random_matrix(kN * kI, 10 + mb, 3.0f), {kN, kI}, DType::f32, f.cpu);
+        const Tensor dy =
+            tensor_from_floats(random_matrix(kN * kO, 20 + mb, 0.01f), {kN, kO}, DType::f32, f.cpu);
+        f.linear.forward(out, x);
+        f.linear.backward(dx, dy, x);
+        results.push_back(tensor_to_floats(out));
+        results.push_back(tensor_to_floats(dx));
+      }
+      results.push_back(tensor_to_floats(f.linear.param().grad));
+      return std::pair{results, f.linear.weight_quantizations()};
+    };
+    const auto [each, each_count] = run(false);
+    const auto [kept, kept_count] = run(true);
+    EXPECT_EQ(each, kept);
+    if (lowp::find_recipe(recipe).scaling == lowp::Scaling::delayed) {
+      EXPECT_EQ(kept_count, each_count);
+    } else {
+      EXPECT_EQ(kept_count * kMicroBatches, each_count);
+      EXPECT_GE(kept_count, 1);
+      EXPECT_LE(kept_count, 2);  // W, and W^T where it is not W's codes transposed
+    }
+  }
+}
+
+// Thawing drops what was kept: after the weights change (an optimizer step between two frozen
+// scopes), the next forward and dgrad use the new weights, as a layer that never froze does
+// (the same calls, so that stochastic rounding draws the same positions).
+TEST(LinearPrecision, ThawingDropsTheKeptWeightQuantizations) {
+  for (const char* recipe : {"fp8_blockwise", "nvfp4"}) {
+    SCOPED_TRACE(recipe);
+    auto run = [&](bool freeze) {
+      Fixture f;
+      f.linear.set_recipe(lowp::find_recipe(recipe));
+      Tensor out = Tensor::empty({kN, kO}, DType::f32, f.cpu);
+      Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
+      std::vector<std::vector<float>> results;
+      for (uint64_t step = 0; step < 2; ++step) {
+        if (step == 1)  // what the optimizer does between the scopes
+          f.linear.param().value.copy_from(
+              tensor_from_floats(random_matrix(kO * kI, 99, 0.05f), {kO, kI}, DType::f32, f.cpu));
+        f.linear.set_weights_frozen(freeze);
+        f.linear.forward(out, f.xt);
+        f.linear.backward(dx, f.dyt, f.xt);
+        f.linear.set_weights_frozen(false);
+        results.push_back(tensor_to_floats(out));
+        results.push_back(tensor_to_floats(dx));
+      }
+      return results;
+    };
+    const auto kept = run(true), each = run(false);
+    EXPECT_EQ(kept, each);
+    EXPECT_NE(each[0], each[2]) << "the changed weights changed nothing";
+  }
 }
 
 TEST(LinearPrecision, StochasticGradientRoundingIsReproducibleForASeed) {

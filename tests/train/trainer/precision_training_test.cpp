@@ -4,6 +4,7 @@
 // configured step and is announced; stochastic rounding keeps runs bit-identical for a seed.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -121,6 +122,28 @@ TEST(PrecisionTraining, Fp4TargetSwitchHappensAtTheConfiguredStepAndSeedsRepeat)
   EXPECT_LT(a.summary.final_eval_loss, bound.val);
   EXPECT_EQ(a.params, b.params) << "stochastic rounding is a function of (seed, position)";
   EXPECT_EQ(a.summary.final_loss, b.summary.final_loss);
+}
+
+// A step of several micro-batches quantizes each block weight once per orientation, not once per
+// micro-batch (the runtime freezes the weights for the step): fp8_blockwise's dgrad takes the
+// forward's codes transposed (1 per step), nvfp4 quantizes W^T itself (2 per step).
+TEST(PrecisionTraining, EachWeightIsQuantizedOncePerStepWhateverTheMicroBatches) {
+  for (const auto& [recipe, per_step] : {std::pair{"fp8_blockwise", 1}, {"nvfp4", 2}}) {
+    SCOPED_TRACE(recipe);
+    config::TrainConfig cfg =
+        small_config({std::string("precision.recipe=") + recipe, "train.steps=3",
+                      "train.grad_accum=4", "train.eval_every=0", "log.every=1"});
+    auto runtime = create_runtime(RuntimeOptions::from_env());
+    auto alone = comm::loopback_communicator();
+    Trainer trainer(
+        cfg, *runtime, [](const std::string&) {}, *alone);
+    const TrainSummary summary = trainer.run();
+    EXPECT_TRUE(std::isfinite(summary.final_loss));
+    const std::vector<models::Linear*> linears = trainer.model().linears();
+    ASSERT_EQ(linears.size(), 14u);
+    for (const models::Linear* l : linears)
+      EXPECT_EQ(l->weight_quantizations(), 3 * per_step) << l->module();
+  }
 }
 
 }  // namespace
