@@ -4,7 +4,11 @@
 // and between gate/up as the block does) run forward and backward on bf16 activations, once in
 // the compute dtype (bf16 GEMMs) and once per low-precision recipe. Each figure is the median of
 // --repeats timed passes, the recipes interleaved round by round so that a slow spell of the
-// machine hits all of them alike. --breakdown adds each op of one linear layer timed alone.
+// machine hits all of them alike. --micro-batches M runs M forwards and backwards per pass, as a
+// step with gradient accumulation does, with the weights frozen for the pass as the runtime
+// freezes them (each weight quantized once per orientation) and, as a second row per recipe,
+// quantized per micro-batch as before; figures are per micro-batch. --breakdown adds each op of
+// one linear layer timed alone.
 // Shapes (default: configs/train/numerics-256.yaml): N tokens (batch x sequence), C the model
 // width, F the FFN width; q/k/v/o (C -> C), gate/up (C -> F), down (F -> C).
 #include <fmt/format.h>
@@ -33,6 +37,7 @@ struct Settings {
   int repeats = 21;
   int warmup = 3;
   std::vector<std::string> recipes = {"fp8_current", "fp8_blockwise", "mxfp8", "nvfp4", "mxfp4"};
+  int micro_batches = 1;
   bool breakdown = false;  // also time one linear's ops one by one
 };
 
@@ -64,6 +69,11 @@ class Block {
   void set_recipe(const std::optional<lowp::Recipe>& recipe) {
     for (auto* group : {&qkv_, &o_, &gate_up_, &down_})
       for (models::Linear& l : *group) l.set_recipe(recipe);
+  }
+
+  void set_weights_frozen(bool frozen) {
+    for (auto* group : {&qkv_, &o_, &gate_up_, &down_})
+      for (models::Linear& l : *group) l.set_weights_frozen(frozen);
   }
 
   // Every linear's forward; groups that read one input share its quantization.
@@ -165,54 +175,74 @@ void op_breakdown(Device& device, const Settings& s, const std::optional<lowp::R
   fmt::print("| {} | **sum** | {:.3f} |\n", recipe ? recipe->name : "bf16", total * 1e3);
 }
 
+// One row of the block table: a recipe (none: bf16 GEMMs), and whether the pass freezes the
+// weights (quantized once per pass instead of once per micro-batch).
+struct Variant {
+  std::string name;
+  std::optional<lowp::Recipe> recipe;
+  bool frozen = true;
+};
+
+std::vector<Variant> variants(const Settings& s) {
+  std::vector<Variant> list = {{"bf16 (compute)", std::nullopt, true}};
+  for (const std::string& r : s.recipes) {
+    list.push_back({r, lowp::find_recipe(r), true});
+    if (s.micro_batches > 1)
+      list.push_back({r + ", W per micro-batch", lowp::find_recipe(r), false});
+  }
+  return list;
+}
+
 int run(const Settings& s, int threads) {
   RuntimeOptions options = RuntimeOptions::from_env();
   options.cpu.threads = threads;
   auto runtime = create_runtime(options);
   Device& cpu = runtime->cpu();
   Block block(s, cpu);
-  std::vector<std::string> names = {"bf16 (compute)"};
-  std::vector<std::optional<lowp::Recipe>> recipes = {std::nullopt};
-  for (const std::string& r : s.recipes) {
-    names.push_back(r);
-    recipes.push_back(lowp::find_recipe(r));
-  }
+  const std::vector<Variant> rows = variants(s);
   std::map<std::string, Timing> timings;
-  auto pass = [&](size_t i, Timing* t) {
-    block.set_recipe(recipes[i]);
-    const auto f = time_runs(
-        cpu, [&] { block.forward(); }, 0, 1);
-    const auto b = time_runs(
-        cpu, [&] { block.backward(); }, 0, 1);
+  auto pass = [&](const Variant& v, Timing* t) {
+    block.set_recipe(v.recipe);
+    block.set_weights_frozen(v.frozen);
+    double f = 0, b = 0;
+    for (int mb = 0; mb < s.micro_batches; ++mb) {
+      f += time_runs(
+          cpu, [&] { block.forward(); }, 0, 1)[0];
+      b += time_runs(
+          cpu, [&] { block.backward(); }, 0, 1)[0];
+    }
+    block.set_weights_frozen(false);
     if (t != nullptr) {
-      t->forward.push_back(f[0]);
-      t->backward.push_back(b[0]);
+      t->forward.push_back(f / s.micro_batches);
+      t->backward.push_back(b / s.micro_batches);
     }
   };
   for (int w = 0; w < s.warmup; ++w)
-    for (size_t i = 0; i < recipes.size(); ++i) pass(i, nullptr);
+    for (const Variant& v : rows) pass(v, nullptr);
   for (int r = 0; r < s.repeats; ++r)
-    for (size_t i = 0; i < recipes.size(); ++i) pass(i, &timings[names[i]]);
+    for (const Variant& v : rows) pass(v, &timings[v.name]);
 
   fmt::print("# H2 low-precision linear layers, one block\n\n");
   fmt::print(
-      "device: {} ({}); N {} tokens, C {}, F {}; median of {} passes, recipes interleaved\n\n",
-      cpu.str(), cpu.props().name, s.tokens, s.dim, s.ffn, s.repeats);
+      "device: {} ({}); N {} tokens, C {}, F {}; {} micro-batch(es) per pass, ms per micro-batch; "
+      "median of {} passes, recipes interleaved\n\n",
+      cpu.str(), cpu.props().name, s.tokens, s.dim, s.ffn, s.micro_batches, s.repeats);
   fmt::print(
       "| GEMMs | forward ms | backward ms | total ms | vs bf16 |\n|---|---:|---:|---:|---:|\n");
-  const Timing& base = timings[names[0]];
+  const Timing& base = timings[rows[0].name];
   const double base_total = median(base.forward) + median(base.backward);
-  for (const std::string& name : names) {
-    const Timing& t = timings[name];
+  for (const Variant& v : rows) {
+    const Timing& t = timings[v.name];
     const double f = median(t.forward), b = median(t.backward);
-    fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f}x |\n", name, f * 1e3, b * 1e3,
+    fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f}x |\n", v.name, f * 1e3, b * 1e3,
                (f + b) * 1e3, (f + b) / base_total);
   }
   if (s.breakdown) {
     fmt::print("\n## Op by op: the gate projection ({} x {} -> {}), median of {}\n\n", s.tokens,
                s.dim, s.ffn, s.repeats);
     fmt::print("| recipe | op | ms |\n|---|---|---:|\n");
-    for (const auto& recipe : recipes) op_breakdown(cpu, s, recipe);
+    for (const Variant& v : rows)
+      if (v.frozen) op_breakdown(cpu, s, v.recipe);
   }
   std::fflush(stdout);
   return 0;
@@ -248,6 +278,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(std::vector<std::string>(h2::lowp::recipe_names().begin(),
                                                      h2::lowp::recipe_names().end())))
       ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--micro-batches", s.micro_batches,
+                 "Forwards and backwards per pass, weights frozen for the pass; above 1 each "
+                 "recipe also runs with its weights quantized per micro-batch")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--breakdown", s.breakdown,
                "Also time the ops of one linear layer (quantizations, GEMMs) one by one");
