@@ -145,7 +145,7 @@ void op_breakdown(Device& device, const Settings& s, const std::optional<lowp::R
     ops_to_time = {
         {"fwd GEMM", [&] { ops::matmul({.out = out, .a = x, .b = w, .trans_b = true}); }},
         {"dgrad GEMM", [&] { ops::matmul({.out = dx, .a = dy, .b = w}); }},
-        {"wgrad GEMM (bf16, then f32 add)", [&] { models::accumulate_weight_grad(dw, dy, x); }},
+        {"wgrad GEMM (bf16, f32 accumulated)", [&] { models::accumulate_weight_grad(dw, dy, x); }},
     };
   } else {
     auto quantize = [&](lowp::QTensor& qt, const Tensor& in, bool transpose, bool stochastic) {

@@ -69,7 +69,9 @@ struct SumArgs {
 // out: (S..., M, N) = alpha * op(a) @ op(b) + beta * out, FP32 accumulation.
 // a: (S..., M, K), or (S..., K, M) with trans_a.  b: (S..., K, N), or (S..., N, K) with trans_b.
 // S... are batch dims, equal for all three; b may instead be rank 2 and shared over the batch
-// (a linear layer's weight). a, b, out share one dtype. With beta == 0, out is not read.
+// (a linear layer's weight). a and b share one dtype; out has it too, or is f32 under bf16/f16
+// inputs (the product rounded once, to f32: weight gradients accumulated straight into FP32).
+// With beta == 0, out is not read.
 struct MatmulArgs {
   Tensor out;
   Tensor a;
@@ -84,7 +86,7 @@ struct MatmulArgs {
          {&a, TensorRole::in, "a"},
          {&b, TensorRole::in, "b"}}};
   }
-  DType key_dtype() const { return out.dtype(); }
+  DType key_dtype() const { return a.dtype(); }
 };
 
 // out: (N..., C) = table[ids]; table: (V, C); ids: (N...) i32 or i64, each in [0, V).

@@ -44,7 +44,7 @@ OpCost op_cost_matmul(const MatmulArgs& a) {
   int64_t k = a.trans_a ? a.a.size(-2) : a.a.size(-1);
   double flops = 2.0 * double(a.out.numel()) * double(k);
   double bytes = bytes_of(a.a) + bytes_of(a.b) + bytes_of(a.out) * (a.beta != 0 ? 2 : 1);
-  return {flops, bytes, a.out.dtype()};
+  return {flops, bytes, a.a.dtype()};  // the inputs' dtype sets the rate (f32 out of bf16 too)
 }
 
 OpCost op_cost_embedding_fwd(const EmbeddingFwdArgs& a) {

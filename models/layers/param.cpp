@@ -63,13 +63,8 @@ void linear_bwd(const Tensor& dx, const Tensor& dy, const Tensor& x, Param& w, b
 }
 
 void accumulate_weight_grad(const Tensor& grad, const Tensor& dy, const Tensor& x) {
-  if (dy.dtype() == grad.dtype()) {
-    ops::matmul({.out = grad, .a = dy, .b = x, .trans_a = true, .beta = 1});
-    return;
-  }
-  Tensor tmp = Tensor::empty(grad.shape(), dy.dtype(), grad.device());
-  ops::matmul({.out = tmp, .a = dy, .b = x, .trans_a = true});
-  accumulate_into(grad, tmp);
+  // f32 grad, f32 or bf16/f16 dy and x: the FP32 sums land in grad without a 16-bit rounding.
+  ops::matmul({.out = grad, .a = dy, .b = x, .trans_a = true, .beta = 1});
 }
 
 void accumulate_into(const Tensor& grad, const Tensor& g) {

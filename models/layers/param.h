@@ -35,7 +35,8 @@ void linear_fwd(const Tensor& out, const Tensor& x, const Param& w);
 // dx (N, I) = dy (N, O) @ w (or += when accumulate_dx); w.grad (O, I) += dy^T @ x.
 void linear_bwd(const Tensor& dx, const Tensor& dy, const Tensor& x, Param& w,
                 bool accumulate_dx = false);
-// grad (f32) += dy^T @ x, through a compute-dtype temporary when the dtypes differ.
+// grad (f32) += dy^T @ x in one GEMM whatever dy's and x's dtype (FP32 sums, no rounding to
+// the compute dtype in between).
 void accumulate_weight_grad(const Tensor& grad, const Tensor& dy, const Tensor& x);
 // grad (f32) += g (any floating dtype, same shape).
 void accumulate_into(const Tensor& grad, const Tensor& g);

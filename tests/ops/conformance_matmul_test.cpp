@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/ops.h"
 #include "tests/ops/conformance.h"
 
@@ -156,6 +157,38 @@ TEST_P(OpConformance, matmul_model_lm_head) {
 TEST_P(OpConformance, matmul_model_weight_grad) {
   H2_REQUIRE_OP(Op::matmul);  // dW (688, 256) += dOut^T (688, 128) @ x (128, 256)
   check_matmul(*this, {.d = {.M = 688, .N = 256, .K = 128, .trans_a = true}, .beta = 1.0f});
+}
+
+// bf16/f16 inputs with an f32 out (how weight gradients accumulate into FP32 grads): the products
+// of 16-bit values are exact in f32 and summed in f32, so the result meets f32's tolerance, which
+// a result rounded to the inputs' dtype on the way (2^-9 relative for bf16) does not.
+TEST_P(OpConformance, matmul_16bit_inputs_f32_out) {
+  H2_REQUIRE_OP(Op::matmul);
+  if (dt() == DType::f32) GTEST_SKIP() << "f32 inputs: the f32 cases above";
+  auto check = [&](const ref::MatmulDims& d, float beta) {
+    const Shape sa = d.trans_a ? Shape{d.K, d.M} : Shape{d.M, d.K};
+    const Shape sb = d.trans_b ? Shape{d.N, d.K} : Shape{d.K, d.N};
+    const auto a = rand(sa.numel()), b = rand(sb.numel());
+    const auto o = rand(d.M * d.N, -1, 1, DType::f32);
+    Tensor out = beta != 0 ? upload(o, {d.M, d.N}, DType::f32) : nans({d.M, d.N}, DType::f32);
+    ops::matmul({.out = out,
+                 .a = upload(a, sa),
+                 .b = upload(b, sb),
+                 .trans_a = d.trans_a,
+                 .trans_b = d.trans_b,
+                 .beta = beta});
+    expect_close(fmt::format("{} inputs, f32 out, M={} N={} K={} trans_a={} trans_b={} beta={}",
+                             dtype_name(dt()), d.M, d.N, d.K, d.trans_a, d.trans_b, beta),
+                 out, ref::matmul(to_double(a), to_double(b), to_double(o), d, 1.0f, beta));
+  };
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) check({.M = 7, .N = 5, .K = 13, .trans_a = ta, .trans_b = tb}, 0);
+  // The weight gradient: dW (688, 256) += dy^T (688, 128) @ x (128, 256).
+  check({.M = 688, .N = 256, .K = 128, .trans_a = true}, 1.0f);
+  // Mixed dtypes beyond that are refused, naming them.
+  const Tensor a16 = upload(rand(4 * 3), {4, 3});
+  const Tensor b32 = upload(rand(3 * 2, -1, 1, DType::f32), {3, 2}, DType::f32);
+  EXPECT_THROW(ops::matmul({.out = nans({4, 2}, DType::f32), .a = a16, .b = b32}), Error);
 }
 
 }  // namespace

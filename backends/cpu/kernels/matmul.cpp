@@ -6,6 +6,7 @@
 // f32 runs on the tensors in place. bf16 runs in place too where oneDNN has native bf16 kernels
 // (f32 accumulation, one rounding of the result); elsewhere bf16/f16 are widened to f32 scratch,
 // multiplied in f32 and rounded back once, so the result differs from f32 by that rounding only.
+// An f32 out under 16-bit inputs takes the f32 sums without that rounding (weight gradients).
 #include <omp.h>
 
 #include <algorithm>
@@ -36,6 +37,10 @@ struct MatmulDims {
   bool b_shared = false;  // b is (K, N) / (N, K) for every batch entry
 };
 
+bool is_16bit_float(const Tensor& t) {
+  return t.dtype() == DType::bf16 || t.dtype() == DType::f16;
+}
+
 std::string describe(const MatmulArgs& args) {
   return fmt::format("out {} = a{} {} @ b{} {}", args.out.shape().str(), args.trans_a ? "^T" : "",
                      args.a.shape().str(), args.trans_b ? "^T" : "", args.b.shape().str());
@@ -48,9 +53,11 @@ MatmulDims check_shapes(const MatmulArgs& args) {
   const int rank = out.rank();
   H2_CHECK(rank >= 2 && a.rank() == rank && (b.rank() == rank || b.rank() == 2),
            "cpu matmul: a and out need one rank >= 2 and b that rank or 2: {}", describe(args));
-  H2_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(),
-           "cpu matmul: dtypes differ: out {}, a {}, b {}", dtype_name(out.dtype()),
-           dtype_name(a.dtype()), dtype_name(b.dtype()));
+  H2_CHECK(a.dtype() == b.dtype() &&
+               (out.dtype() == a.dtype() || (out.dtype() == DType::f32 && is_16bit_float(a))),
+           "cpu matmul: dtypes: a {}, b {}, out {}; a and b share one, out has it too or is f32 "
+           "under bf16/f16 inputs",
+           dtype_name(a.dtype()), dtype_name(b.dtype()), dtype_name(out.dtype()));
   MatmulDims d;
   d.b_shared = b.rank() == 2 && rank > 2;
   for (int i = 0; i < rank - 2; ++i) {
@@ -159,18 +166,21 @@ void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, con
   context.onednn().run(onednn_call(d, args, DType::f32, DType::f32), a, b, c, kernel_threads());
 }
 
-// bf16/f16: f32 copies of a, b (and out when beta reads it), one f32 product, one rounding.
+// bf16/f16 inputs: f32 copies of a and b, one f32 product; a 16-bit out is widened when beta
+// reads it and rounded once at the end, an f32 out is written in place.
 template <class T>
 void matmul_widened(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
                     KernelContext& context) {
   const int64_t a_elems = args.a.numel();
   const int64_t b_elems = args.b.numel();
-  const int64_t c_elems = args.out.numel();
   ScratchBuffer<float> a32(stream, size_t(a_elems));
   ScratchBuffer<float> b32(stream, size_t(b_elems));
-  ScratchBuffer<float> c32(stream, size_t(c_elems));
   convert(args.a.data_as<T>(), a32.data(), a_elems);
   convert(args.b.data_as<T>(), b32.data(), b_elems);
+  if (args.out.dtype() == DType::f32)
+    return matmul_f32(d, args, a32.data(), b32.data(), args.out.data_as<float>(), context);
+  const int64_t c_elems = args.out.numel();
+  ScratchBuffer<float> c32(stream, size_t(c_elems));
   if (args.beta != 0) convert(args.out.data_as<T>(), c32.data(), c_elems);
   matmul_f32(d, args, a32.data(), b32.data(), c32.data(), context);
   convert(c32.data(), args.out.data_as<T>(), c_elems);
@@ -178,12 +188,13 @@ void matmul_widened(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
 
 }  // namespace
 
-// out: (S..., M, N) = alpha * op(a) @ op(b) + beta * out; a, b, out: f32, bf16 or f16.
+// out: (S..., M, N) = alpha * op(a) @ op(b) + beta * out; a, b: f32, bf16 or f16; out: theirs,
+// or f32 under 16-bit inputs.
 void matmul(const MatmulArgs& args, Stream& stream) {
   const MatmulDims d = check_shapes(args);
   if (d.batch == 0 || d.M == 0 || d.N == 0) return;
   KernelContext& context = kernel_context(stream);
-  visit_float_dtype(args.out.dtype(), "matmul", [&](auto tag) {
+  visit_float_dtype(args.a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {
       matmul_f32(d, args, args.a.data_as<float>(), args.b.data_as<float>(),
@@ -192,7 +203,7 @@ void matmul(const MatmulArgs& args, Stream& stream) {
       // Native bf16 GEMMs where the CPU has them: no widened copies of the operands.
       if (d.K > 0 && context.gemm_provider() == GemmProvider::onednn &&
           context.onednn().native_bf16()) {
-        context.onednn().run(onednn_call(d, args, DType::bf16, DType::bf16), args.a.data(),
+        context.onednn().run(onednn_call(d, args, DType::bf16, args.out.dtype()), args.a.data(),
                              args.b.data(), args.out.data(), kernel_threads());
       } else {
         matmul_widened<T>(d, args, stream, context);

@@ -42,7 +42,8 @@ int to_int(int64_t value, const char* what) {
 
 }  // namespace
 
-// a: (S..., M, K) bf16 @ b: (S..., K, N) or (K, N) -> out: (S..., M, N), FP32 accumulation.
+// a: (S..., M, K) @ b: (S..., K, N) or (K, N) -> out: (S..., M, N), FP32 accumulation; out
+// has a's dtype, or f32 under bf16/f16 inputs (cuBLAS's Ctype CUDA_R_32F).
 void matmul(const MatmulArgs& args, Stream& stream) {
   const Tensor& out = args.out;
   const Tensor& a = args.a;
@@ -50,9 +51,13 @@ void matmul(const MatmulArgs& args, Stream& stream) {
   const char* op = "matmul";
   H2_CUDA_REQUIRE(out.rank() >= 2 && a.rank() == out.rank(),
                   str_cat("cuda matmul: out ", out.shape().str(), ", a ", a.shape().str()));
-  H2_CUDA_REQUIRE(a.dtype() == out.dtype() && b.dtype() == out.dtype(),
-                  str_cat("cuda matmul: a, b, out must share a dtype: ", dtype_name(a.dtype()),
-                          ", ", dtype_name(b.dtype()), ", ", dtype_name(out.dtype())));
+  const bool f32_of_16bit =
+      out.dtype() == DType::f32 && (a.dtype() == DType::bf16 || a.dtype() == DType::f16);
+  H2_CUDA_REQUIRE(
+      a.dtype() == b.dtype() && (a.dtype() == out.dtype() || f32_of_16bit),
+      str_cat("cuda matmul: a and b must share a dtype, out too or f32 under bf16/f16 "
+              "inputs: ",
+              dtype_name(a.dtype()), ", ", dtype_name(b.dtype()), ", ", dtype_name(out.dtype())));
   const bool shared_b = b.rank() == 2 && out.rank() > 2;
   H2_CUDA_REQUIRE(b.rank() == out.rank() || shared_b,
                   str_cat("cuda matmul: b ", b.shape().str(), " for out ", out.shape().str()));
@@ -86,7 +91,8 @@ void matmul(const MatmulArgs& args, Stream& stream) {
     rows = m * batch;  // (S..., M, K) is one (S*M, K) matrix
     batch = 1;
   }
-  const cudaDataType_t type = cublas_type(out.dtype());
+  const cudaDataType_t type = cublas_type(a.dtype());  // a's and b's
+  const cudaDataType_t out_type = cublas_type(out.dtype());
   const cublasOperation_t op_b = args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int64_t ld_b = args.trans_b ? k : n;
@@ -98,7 +104,7 @@ void matmul(const MatmulArgs& args, Stream& stream) {
   H2_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       launch.cuda_stream().cublas(), op_b, op_a, to_int(n, "N"), to_int(rows, "M"), to_int(k, "K"),
       &alpha, b.data(), type, to_int(ld_b, "ldb"), stride_b, a.data(), type, to_int(ld_a, "lda"),
-      stride_a, &beta, out.data(), type, to_int(n, "ldc"), stride_out, to_int(batch, "batch"),
+      stride_a, &beta, out.data(), out_type, to_int(n, "ldc"), stride_out, to_int(batch, "batch"),
       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
