@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -235,6 +236,8 @@ TEST(Quantize, TransposedInputMatchesTheTranspose) {
   const int64_t R = 45, K = 70;
   std::mt19937_64 rng(11);
   std::vector<float> kr = spread_values(rng, K * R);  // (K, R)
+  // A NaN is ignored by every amax: here in block column 1 of quantized row 7 (input row 20).
+  kr[size_t(20 * R + 7)] = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> rk(size_t(R * K));
   for (int64_t r = 0; r < R; ++r)
     for (int64_t k = 0; k < K; ++k) rk[size_t(r * K + k)] = kr[size_t(k * R + r)];
@@ -243,7 +246,7 @@ TEST(Quantize, TransposedInputMatchesTheTranspose) {
                              spec(Format::e4m3, ScaleRule::f32_amax, 16, 16),
                              spec(Format::e2m1, ScaleRule::nvfp4, 1, 16),
                              spec(Format::e5m2, ScaleRule::f32_amax, 0, 0)};
-  for (DType in_dtype : {DType::f32, DType::bf16}) {
+  for (DType in_dtype : {DType::f32, DType::bf16, DType::f16}) {
     for (const QuantSpec& s : specs) {
       SCOPED_TRACE(lowp::describe(s) + " " + std::string(dtype_name(in_dtype)));
       lowp::QTensor direct = quantize_values(cpu(), rk, R, K, s, in_dtype);

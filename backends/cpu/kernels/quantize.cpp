@@ -11,7 +11,8 @@
 //   fused (1 x bc blocks, f32_amax or e8m0_*; or an imposed multiplier): each segment's amax and
 //     block scale while the row is in L1, then the encode: one pass over the input;
 //   two passes (taller blocks, nvfp4): pass 1 stores each row's amax per column block
-//     (R x GC floats), which reduce to the block amaxes (and for nvfp4 the tensor amax and s_enc)
+//     (R x GC floats; a transposed input is reduced along its own contiguous rows instead of
+//     gathered), which reduce to the block amaxes (and for nvfp4 the tensor amax and s_enc)
 //     and to every block's scale, in parallel; pass 2 encodes the rows.
 // A row is encoded by one lowp::encode_n / encode_stochastic_n call: with several blocks it is
 // first scaled into a buffer (x * m, then encoded with multiplier 1, which is bit-identical to
@@ -209,21 +210,52 @@ class Quantizer {
     }
   }
 
+  // Pass 1's row amaxes (R x GC: segment c of quantized row r) of a transposed input without
+  // gathering it: `in` is (K, R), so segment c of row r is column r of in's rows [c bc, (c + 1)
+  // bc), and a running max along in's contiguous rows, kChunk columns at a time, gives it for
+  // every r at once. NaN is ignored, as in abs_max.
+  template <class T>
+  void transposed_row_amax(const T* in, float* row_amax) const {
+    const int64_t R = g_.R, K = g_.K, bc = g_.bc, GC = g_.GC;
+    parallel_for(GC, bc * R, [&](int64_t c0, int64_t c1) {
+      float values[kChunk];
+      uint32_t most[kChunk];
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r0 = 0; r0 < R; r0 += kChunk) {
+          const int64_t n = std::min(kChunk, R - r0);
+          std::fill(most, most + n, 0u);
+          for (int64_t k = c * bc; k < std::min(K, (c + 1) * bc); ++k) {
+            to_floats(in + k * R + r0, n, values);
+            for (int64_t i = 0; i < n; ++i) {
+              const uint32_t bits = std::bit_cast<uint32_t>(values[i]) & 0x7fffffffu;
+              most[i] = std::max(most[i], bits & (0u - uint32_t(bits <= 0x7f800000u)));
+            }
+          }
+          for (int64_t i = 0; i < n; ++i)
+            row_amax[(r0 + i) * GC + c] = std::bit_cast<float>(most[i]);
+        }
+    });
+  }
+
   // Pass 1 of the two-pass path: every block's multiplier (GR x GC, scales stored on the way)
   // and the tensor's amax.
   template <class T>
   float block_multipliers(const T* in, Stream& stream, int64_t parts, float* scratch,
                           std::vector<float>& multiplier) {
     ScratchBuffer<float> row_amax(stream, size_t(g_.R * g_.GC));
-    for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
-      const Panel panel = read_panel(in, g_, args_.transpose, r0, n, scratch + p * kPanel * g_.ld);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t c = 0; c < g_.GC; ++c) {
-          const int64_t k0 = c * g_.bc;
-          row_amax.data()[(r0 + i) * g_.GC + c] =
-              abs_max(panel.rows + i * panel.ld + k0, std::min(g_.bc, g_.K - k0));
-        }
-    });
+    if (args_.transpose) {
+      transposed_row_amax(in, row_amax.data());
+    } else {
+      for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
+        const Panel panel = read_panel(in, g_, false, r0, n, scratch + p * kPanel * g_.ld);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t c = 0; c < g_.GC; ++c) {
+            const int64_t k0 = c * g_.bc;
+            row_amax.data()[(r0 + i) * g_.GC + c] =
+                abs_max(panel.rows + i * panel.ld + k0, std::min(g_.bc, g_.K - k0));
+          }
+      });
+    }
     // Block amaxes: the rows' own for one-row blocks, else reduced over block rows in parallel.
     std::vector<float> reduced;
     const float* block_amax = row_amax.data();
