@@ -77,6 +77,17 @@ float abs_max(const float* x, int64_t n) {
   return std::bit_cast<float>(m);
 }
 
+// The same of n bf16 values, on their 16-bit patterns (|x| orders like bits & 0x7fff, NaN above
+// 0x7f80), without widening them first; the result is exact (a bf16 value is an FP32 one).
+float abs_max(const bf16_t* x, int64_t n) {
+  uint16_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t bits = x[i].bits & 0x7fffu;
+    m = std::max(m, uint16_t(bits & uint16_t(0u - uint16_t(bits <= 0x7f80u))));  // NaN -> 0
+  }
+  return std::bit_cast<float>(uint32_t(m) << 16);
+}
+
 // Rows [r0, r0 + n) of the (R, K) matrix as FP32, n <= kPanel: in place for row-major f32, else
 // gathered into `scratch` (kPanel * g.ld floats). The padded stride keeps the n rows a tile
 // writes in distinct cache sets.
@@ -245,6 +256,15 @@ class Quantizer {
     ScratchBuffer<float> row_amax(stream, size_t(g_.R * g_.GC));
     if (args_.transpose) {
       transposed_row_amax(in, row_amax.data());
+    } else if constexpr (std::is_same_v<T, bf16_t>) {  // bf16 rows read in place
+      parallel_for(g_.R, g_.K, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = 0; c < g_.GC; ++c) {
+            const int64_t k0 = c * g_.bc;
+            row_amax.data()[r * g_.GC + c] =
+                abs_max(in + r * g_.K + k0, std::min(g_.bc, g_.K - k0));
+          }
+      });
     } else {
       for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
         const Panel panel = read_panel(in, g_, false, r0, n, scratch + p * kPanel * g_.ld);
