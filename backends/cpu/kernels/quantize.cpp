@@ -11,9 +11,10 @@
 //   fused (1 x bc blocks, f32_amax or e8m0_*; or an imposed multiplier): each segment's amax and
 //     block scale while the row is in L1, then the encode: one pass over the input;
 //   two passes (taller blocks, nvfp4): pass 1 stores each row's amax per column block
-//     (R x GC floats; a transposed input is reduced along its own contiguous rows instead of
-//     gathered), which reduce to the block amaxes (and for nvfp4 the tensor amax and s_enc)
-//     and to every block's scale, in parallel; pass 2 encodes the rows.
+//     (R x GC floats; bf16 rows on their bit patterns in place, and a transposed input reduced
+//     along its own contiguous rows instead of gathered), which reduce to the block amaxes (and for
+//     nvfp4 the tensor amax and s_enc) and to every block's scale, in parallel; pass 2 encodes the
+//     rows.
 // A row is encoded by one lowp::encode_n / encode_stochastic_n call: with several blocks it is
 // first scaled into a buffer (x * m, then encoded with multiplier 1, which is bit-identical to
 // encoding each block with its own multiplier). The stochastic index of (r, k) is
