@@ -5,9 +5,10 @@
 // transpose. br x bc: block extents (0 in the spec = the whole dimension); GR x GC: the scale grid
 // (ceil(R / br), ceil(K / bc)); P = 32: rows per panel.
 //
-// Algorithm. The matrix is read in panels of P rows as FP32 (f32 input in place; bf16/f16 widened;
-// transposed input gathered by 8 x 8 register tiles (transpose.h) into a P x K scratch whose row
-// stride avoids multiples of 4 KiB). Threads take contiguous runs of panels. Per row:
+// Algorithm. The matrix is read in panels of P rows: f32 and bf16 rows in place (bf16 amaxes on
+// the bit patterns, values widened as they are scaled into the row buffer), f16 rows widened, and
+// a transposed input gathered by 8 x 8 register tiles (transpose.h) into a P x K FP32 scratch
+// whose row stride avoids multiples of 4 KiB. Threads take contiguous runs of panels. Per row:
 //   fused (1 x bc blocks, f32_amax or e8m0_*; or an imposed multiplier): each segment's amax and
 //     block scale while the row is in L1, then the encode: one pass over the input;
 //   two passes (taller blocks, nvfp4): pass 1 stores each row's amax per column block
@@ -87,6 +88,13 @@ float abs_max(const bf16_t* x, int64_t n) {
     m = std::max(m, uint16_t(bits & uint16_t(0u - uint16_t(bits <= 0x7f80u))));  // NaN -> 0
   }
   return std::bit_cast<float>(uint32_t(m) << 16);
+}
+
+inline float as_float(float x) {
+  return x;
+}
+inline float as_float(bf16_t x) {
+  return bf16_to_f32(x.bits);
 }
 
 // Rows [r0, r0 + n) of the (R, K) matrix as FP32, n <= kPanel: in place for row-major f32, else
@@ -196,29 +204,34 @@ class Quantizer {
     });
   }
 
-  // Encodes row r (x: its K values) with one multiplier per column block (m: GC values). With
-  // several blocks the scaled row is built in `buf` and encoded in one call with multiplier 1:
-  // bit-identical to encoding each block with its own multiplier (x * m * 1 == x * m in FP32) and
-  // one codec call per row instead of one per block.
-  void encode_row(int64_t r, const float* x, const float* m, float* buf,
+  // Encodes row r (x: its K values, f32 or bf16) with one multiplier per column block (m: GC
+  // values). With several blocks the scaled row is built in `buf` (a bf16 row widened on the way)
+  // and encoded in one call with multiplier 1: bit-identical to encoding each block with its own
+  // multiplier (x * m * 1 == x * m in FP32) and one codec call per row instead of one per block.
+  template <class X>
+  void encode_row(int64_t r, const X* x, const float* m, float* buf,
                   lowp::EncodeStats* stats) const {
     float multiplier = m[0];
+    const float* values = buf;
     if (g_.GC > 1) {
       for (int64_t c = 0; c < g_.GC; ++c) {
         const int64_t k0 = c * g_.bc, k1 = std::min(g_.K, k0 + g_.bc);
         const float mc = m[c];
-        for (int64_t k = k0; k < k1; ++k) buf[k] = x[k] * mc;
+        for (int64_t k = k0; k < k1; ++k) buf[k] = as_float(x[k]) * mc;
       }
-      x = buf;
       multiplier = 1;
+    } else if constexpr (std::is_same_v<X, float>) {
+      values = x;
+    } else {
+      to_floats(x, g_.K, buf);
     }
     const int64_t first = r * g_.K;
     uint8_t* codes = codes_ + (q_.spec.element == Format::e2m1 ? first / 2 : first);
     if (args_.stochastic) {
-      lowp::encode_stochastic_n(q_.spec.element, x, g_.K, multiplier, args_.seed,
+      lowp::encode_stochastic_n(q_.spec.element, values, g_.K, multiplier, args_.seed,
                                 args_.first_index + uint64_t(first), codes, args_.overflow, stats);
     } else {
-      lowp::encode_n(q_.spec.element, x, g_.K, multiplier, codes, args_.overflow, stats);
+      lowp::encode_n(q_.spec.element, values, g_.K, multiplier, codes, args_.overflow, stats);
     }
   }
 
@@ -328,7 +341,10 @@ class Quantizer {
   lowp::EncodeStats quantize(const T* in, Stream& stream) {
     codes_ = static_cast<uint8_t*>(q_.codes.data());
     scales_ = q_.scales.data();
-    const bool needs_scratch = args_.transpose || !std::is_same_v<T, float>;
+    // bf16 rows are read in place (amaxes on their bit patterns, widened while scaled into the
+    // row buffer); transposed and f16 inputs through panels of FP32 rows.
+    constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
+    const bool needs_scratch = args_.transpose || std::is_same_v<T, f16_t>;
     const int64_t parts = std::min<int64_t>(kernel_threads(), ceil_div(g_.R, kPanel));
     ScratchBuffer<float> scratch(stream, needs_scratch ? size_t(parts * kPanel * g_.ld) : 1);
     ScratchBuffer<float> row_buf(stream, size_t(parts * g_.ld));
@@ -343,13 +359,12 @@ class Quantizer {
       amax = block_multipliers(in, stream, parts, scratch.data(), multiplier);
     }
     for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
-      const Panel panel =
-          read_panel(in, g_, args_.transpose, r0, n, scratch.data() + p * kPanel * g_.ld);
+      Panel panel{};
+      if (!kBf16 || args_.transpose)
+        panel = read_panel(in, g_, args_.transpose, r0, n, scratch.data() + p * kPanel * g_.ld);
       PartStats& st = part_stats[size_t(p)];
       float* m = row_mult.data() + p * g_.GC;
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t r = r0 + i;
-        const float* x = panel.rows + i * panel.ld;
+      auto encode = [&](int64_t r, const auto* x) {
         if (imposed()) {  // one block
           m[0] = args_.multiplier;
           st.amax = std::max(st.amax, abs_max(x, g_.K));
@@ -366,6 +381,15 @@ class Quantizer {
           m = multiplier.data() + (r / g_.br) * g_.GC;
         }
         encode_row(r, x, m, row_buf.data() + p * g_.ld, &st.codec);
+      };
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (kBf16) {
+          if (!args_.transpose) {
+            encode(r0 + i, in + (r0 + i) * g_.K);
+            continue;
+          }
+        }
+        encode(r0 + i, panel.rows + i * panel.ld);
       }
     });
     lowp::EncodeStats total;
