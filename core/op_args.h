@@ -87,6 +87,12 @@ struct MatmulArgs {
          {&b, TensorRole::in, "b"}}};
   }
   DType key_dtype() const { return a.dtype(); }
+  // The dtype rule above: a and b share one; out has it too, or is f32 under bf16/f16 inputs.
+  bool dtypes_agree() const {
+    const DType in = a.dtype();
+    const bool f32_of_16bit = out.dtype() == DType::f32 && (in == DType::bf16 || in == DType::f16);
+    return b.dtype() == in && (out.dtype() == in || f32_of_16bit);
+  }
 };
 
 // out: (N..., C) = table[ids]; table: (V, C); ids: (N...) i32 or i64, each in [0, V).

@@ -37,10 +37,6 @@ struct MatmulDims {
   bool b_shared = false;  // b is (K, N) / (N, K) for every batch entry
 };
 
-bool is_16bit_float(const Tensor& t) {
-  return t.dtype() == DType::bf16 || t.dtype() == DType::f16;
-}
-
 std::string describe(const MatmulArgs& args) {
   return fmt::format("out {} = a{} {} @ b{} {}", args.out.shape().str(), args.trans_a ? "^T" : "",
                      args.a.shape().str(), args.trans_b ? "^T" : "", args.b.shape().str());
@@ -53,8 +49,7 @@ MatmulDims check_shapes(const MatmulArgs& args) {
   const int rank = out.rank();
   H2_CHECK(rank >= 2 && a.rank() == rank && (b.rank() == rank || b.rank() == 2),
            "cpu matmul: a and out need one rank >= 2 and b that rank or 2: {}", describe(args));
-  H2_CHECK(a.dtype() == b.dtype() &&
-               (out.dtype() == a.dtype() || (out.dtype() == DType::f32 && is_16bit_float(a))),
+  H2_CHECK(args.dtypes_agree(),
            "cpu matmul: dtypes: a {}, b {}, out {}; a and b share one, out has it too or is f32 "
            "under bf16/f16 inputs",
            dtype_name(a.dtype()), dtype_name(b.dtype()), dtype_name(out.dtype()));

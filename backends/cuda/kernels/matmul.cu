@@ -51,10 +51,8 @@ void matmul(const MatmulArgs& args, Stream& stream) {
   const char* op = "matmul";
   H2_CUDA_REQUIRE(out.rank() >= 2 && a.rank() == out.rank(),
                   str_cat("cuda matmul: out ", out.shape().str(), ", a ", a.shape().str()));
-  const bool f32_of_16bit =
-      out.dtype() == DType::f32 && (a.dtype() == DType::bf16 || a.dtype() == DType::f16);
   H2_CUDA_REQUIRE(
-      a.dtype() == b.dtype() && (a.dtype() == out.dtype() || f32_of_16bit),
+      args.dtypes_agree(),
       str_cat("cuda matmul: a and b must share a dtype, out too or f32 under bf16/f16 "
               "inputs: ",
               dtype_name(a.dtype()), ", ", dtype_name(b.dtype()), ", ", dtype_name(out.dtype())));
