@@ -57,21 +57,15 @@ void BlockUnit::clear() {
 }
 
 void BlockUnit::set_defer_weight_grads(bool on) {
-  std::vector<Linear*> linears;
-  collect_linears(linears);
-  for (Linear* l : linears) l->set_defer_weight_grad(on);
+  for_each_linear([on](Linear& l) { l.set_defer_weight_grad(on); });
 }
 
 void BlockUnit::weight_backward() {
-  std::vector<Linear*> linears;
-  collect_linears(linears);
-  for (Linear* l : linears) l->weight_backward();
+  for_each_linear([](Linear& l) { l.weight_backward(); });
 }
 
 void BlockUnit::set_weights_frozen(bool frozen) {
-  std::vector<Linear*> linears;
-  collect_linears(linears);
-  for (Linear* l : linears) l->set_weights_frozen(frozen);
+  for_each_linear([frozen](Linear& l) { l.set_weights_frozen(frozen); });
 }
 
 void BlockUnit::collect_linears(std::vector<Linear*>& out) {

@@ -52,6 +52,13 @@ class BlockUnit : public Unit {
   void set_weights_frozen(bool frozen) override;
 
  private:
+  template <class Fn>
+  void for_each_linear(Fn&& fn) {
+    std::vector<Linear*> linears;
+    collect_linears(linears);
+    for (Linear* l : linears) fn(*l);
+  }
+
   Attention attn_;
   Mlp mlp_;
   bool recompute_;
