@@ -67,27 +67,31 @@ struct Panel {
   int64_t ld;
 };
 
-// Largest |x| of n floats; NaN is ignored. On the bit patterns: |x| orders like its bits as an
-// unsigned integer, and an integer max reduction vectorises (a float one with NaN rules does not).
-float abs_max(const float* x, int64_t n) {
-  // (The NaN mask is arithmetic: GCC 12 does not vectorise a select feeding the max.)
-  uint32_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
-    m = std::max(m, bits & (0u - uint32_t(bits <= 0x7f800000u)));  // NaN -> 0
-  }
-  return std::bit_cast<float>(m);
+// |x| as bits that order like |x| as unsigned integers, NaN as 0 (so a max ignores it): an
+// integer max reduction vectorises where a float one with NaN rules does not. (The NaN mask is
+// arithmetic: GCC 12 does not vectorise a select feeding the max.) A bf16 value is handled on its
+// 16-bit pattern, NaN above 0x7f80, without widening.
+inline uint32_t magnitude_bits(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x) & 0x7fffffffu;
+  return bits & (0u - uint32_t(bits <= 0x7f800000u));
+}
+inline uint16_t magnitude_bits(bf16_t x) {
+  const uint16_t bits = x.bits & 0x7fffu;
+  return uint16_t(bits & uint16_t(0u - uint16_t(bits <= 0x7f80u)));
+}
+inline float from_magnitude_bits(uint32_t bits) {
+  return std::bit_cast<float>(bits);
+}
+inline float from_magnitude_bits(uint16_t bits) {
+  return std::bit_cast<float>(uint32_t(bits) << 16);
 }
 
-// The same of n bf16 values, on their 16-bit patterns (|x| orders like bits & 0x7fff, NaN above
-// 0x7f80), without widening them first; the result is exact (a bf16 value is an FP32 one).
-float abs_max(const bf16_t* x, int64_t n) {
-  uint16_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint16_t bits = x[i].bits & 0x7fffu;
-    m = std::max(m, uint16_t(bits & uint16_t(0u - uint16_t(bits <= 0x7f80u))));  // NaN -> 0
-  }
-  return std::bit_cast<float>(uint32_t(m) << 16);
+// Largest |x| of n f32 or bf16 values, NaN ignored; exact (a bf16 value is an FP32 one).
+template <class X>
+float abs_max(const X* x, int64_t n) {
+  decltype(magnitude_bits(X{})) m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, magnitude_bits(x[i]));
+  return from_magnitude_bits(m);
 }
 
 inline float as_float(float x) {
@@ -251,13 +255,10 @@ class Quantizer {
           std::fill(most, most + n, 0u);
           for (int64_t k = c * bc; k < std::min(K, (c + 1) * bc); ++k) {
             to_floats(in + k * R + r0, n, values);
-            for (int64_t i = 0; i < n; ++i) {
-              const uint32_t bits = std::bit_cast<uint32_t>(values[i]) & 0x7fffffffu;
-              most[i] = std::max(most[i], bits & (0u - uint32_t(bits <= 0x7f800000u)));
-            }
+            for (int64_t i = 0; i < n; ++i) most[i] = std::max(most[i], magnitude_bits(values[i]));
           }
           for (int64_t i = 0; i < n; ++i)
-            row_amax[(r0 + i) * GC + c] = std::bit_cast<float>(most[i]);
+            row_amax[(r0 + i) * GC + c] = from_magnitude_bits(most[i]);
         }
     });
   }
