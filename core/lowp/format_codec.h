@@ -214,23 +214,26 @@ H2_HOST_DEVICE inline float decode(uint32_t code) {
 template <class F>
 H2_HOST_DEVICE inline uint32_t decode_bf16_bits(uint32_t code) {
   static_assert(F::kMantissaBits <= 3, "the subnormal leading-bit search covers 3 bits");
-  constexpr uint32_t kMagnitudeMask = (1u << (F::kBits - 1)) - 1u;
-  constexpr uint32_t kMantissaMask = (1u << F::kMantissaBits) - 1u;
-  const uint32_t sign = ((code >> (F::kBits - 1)) & 1u) << 15;
-  const uint32_t magnitude = code & kMagnitudeMask;
+  // Every quantity fits in 16 bits and is kept there, so a vectorised loop of byte codes runs
+  // in 16-bit lanes (twice the elements per instruction of 32-bit ones).
+  using U16 = uint16_t;
+  constexpr U16 kMagnitudeMask = (1u << (F::kBits - 1)) - 1u;
+  constexpr U16 kMantissaMask = (1u << F::kMantissaBits) - 1u;
+  const U16 sign = U16(((code >> (F::kBits - 1)) & 1u) << 15);
+  const U16 magnitude = U16(code & kMagnitudeMask);
   // A normal code is its exponent and mantissa fields shifted onto bf16's, plus the rebias.
-  const uint32_t normal = (magnitude << (7 - F::kMantissaBits)) + ((127u - F::kBias) << 7);
+  const U16 normal = U16((magnitude << (7 - F::kMantissaBits)) + ((127u - F::kBias) << 7));
   // A subnormal m * 2^(1 - bias - M), m < 2^M, with its leading bit p: exponent field
   // 128 - bias - M + p, mantissa the bits below p moved to the top of bf16's 7.
-  const uint32_t p = (magnitude >= 2u ? 1u : 0u) + (magnitude >= 4u ? 1u : 0u);
-  const uint32_t subnormal_bits =
-      ((128u - F::kBias - F::kMantissaBits + p) << 7) | ((magnitude * (128u >> p)) & 0x7fu);
-  const uint32_t subnormal = magnitude == 0 ? 0u : subnormal_bits;
-  const uint32_t special = (F::kHasInf && magnitude == F::kStandardOverflow) ? (kF32InfBits >> 16)
-                                                                             : (kF32QuietNaN >> 16);
-  const uint32_t abs_bits =
+  const U16 p = U16((magnitude >= 2u ? 1u : 0u) + (magnitude >= 4u ? 1u : 0u));
+  const U16 subnormal_bits =
+      U16(((128u - F::kBias - F::kMantissaBits + p) << 7) | ((magnitude * (128u >> p)) & 0x7fu));
+  const U16 subnormal = magnitude == 0 ? U16(0) : subnormal_bits;
+  const U16 special = (F::kHasInf && magnitude == F::kStandardOverflow) ? U16(kF32InfBits >> 16)
+                                                                        : U16(kF32QuietNaN >> 16);
+  const U16 abs_bits =
       magnitude > F::kMaxMagnitude ? special : (magnitude <= kMantissaMask ? subnormal : normal);
-  return sign | abs_bits;
+  return U16(sign | abs_bits);
 }
 
 // ---- E8M0 (unsigned power-of-two scales) ----------------------------------------------------
