@@ -52,6 +52,32 @@ TEST_P(OpConformance, copy_transposed_in) {
   expect_close("out", out, to_double(x), kExact);
 }
 
+// One-byte elements (FP8 codes, which a linear layer transposes as u8 to take W^T or dy^T) from
+// a transposed view: whole 16 x 16 tiles, ragged edges and a single row or column, into rows of a
+// wider matrix whose other bytes must stay as they were. The bytes are E4M3 codes of exact
+// values, so they read back as those values.
+TEST_P(OpConformance, copy_transposed_bytes) {
+  H2_REQUIRE(Op::copy, DType::u8);
+  if (dt() != DType::f32) GTEST_SKIP() << "one-byte data: once per device";
+  auto bytes = [&](const Tensor& codes) {
+    return Tensor::from_blob(codes.data(), codes.shape(), DType::u8, dev());
+  };
+  for (auto [R, C] : {std::pair<int64_t, int64_t>{48, 32}, {37, 53}, {1, 17}, {17, 1}, {130, 70}}) {
+    std::vector<float> x(size_t(R * C)), xt(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int64_t(i * 37 % 29) - 14) * 0.5f;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) xt[size_t(c * R + r)] = x[size_t(r * C + c)];
+    const std::vector<float> background(size_t(R * (C + 9)), 96.0f);
+    Tensor base = upload(background, {R, C + 9}, DType::f8e4m3);
+    Tensor in = upload(xt, {C, R}, DType::f8e4m3);
+    ops::copy({.out = bytes(base).slice(1, 4, 4 + C), .in = bytes(in).transpose(0, 1)});
+    ref::Vec want(background.begin(), background.end());
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) want[size_t(r * (C + 9) + 4 + c)] = x[size_t(r * C + c)];
+    expect_close(fmt::format("{} x {} into a {}-wide matrix", R, C, C + 9), base, want, kExact);
+  }
+}
+
 TEST_P(OpConformance, copy_permuted_3d_in) {
   H2_REQUIRE_OP(Op::copy);
   auto x = rand(3 * 4 * 5);  // (3, 4, 5) viewed as (4, 5, 3)

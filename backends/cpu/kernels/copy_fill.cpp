@@ -12,6 +12,7 @@
 #include "backends/cpu/kernels/cpu_floats.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/transpose.h"
 #include "core/error.h"
 
 namespace h2::cpu {
@@ -85,6 +86,22 @@ void for_each_run(const Walk& w, Fn&& fn) {
       }
     }
   });
+}
+
+// A one-byte copy that transposes a matrix (FP8 codes taken as W^T or dy^T): out's inner dim
+// contiguous, in's outer one. Then out (I, J) = in_t (J, I)^T with in_t's rows in.stride[1][1]
+// apart, in 16 x 16 register tiles; threads take disjoint runs of out's rows. Any other walk:
+// false (the general loop).
+bool copy_transposed_bytes(const Walk& w, uint8_t* out, const uint8_t* in) {
+  if (w.rank != 2 || w.stride[0][1] != 1 || w.stride[1][0] != 1 || w.stride[1][1] == 1)
+    return false;
+  const int64_t I = w.size[0], J = w.size[1];
+  constexpr int64_t kTile = 16;
+  parallel_for(ceil_div(I, kTile), kTile * J, [&](int64_t t0, int64_t t1) {
+    transpose_bytes(in, w.stride[1][1], J, t0 * kTile, std::min(I, t1 * kTile), out,
+                    w.stride[0][0]);
+  });
+  return true;
 }
 
 // Same-dtype copy of n elements of U (an unsigned integer of the element's size).
@@ -208,6 +225,9 @@ void copy(const CopyArgs& args, Stream&) {
   const int last = w.rank - 1;
   const int64_t so = w.stride[0][last], si = w.stride[1][last];
   if (od == id) {
+    if (dtype_bits(od) == 8 && copy_transposed_bytes(w, reinterpret_cast<uint8_t*>(out_base),
+                                                     reinterpret_cast<const uint8_t*>(in_base)))
+      return;
     visit_element_bits(od, "copy", [&](auto u) {
       using U = decltype(u);
       for_each_run(w, [&](int64_t o, int64_t i, int64_t n) {

@@ -1,19 +1,26 @@
-// Transposing copy into FP32 for the CPU kernels: dst (cols, rows) = src (rows, cols)^T, src in
-// its storage type. Quantizing the transposed orientation of an activation or gradient (x^T and
-// dy^T of a weight gradient) reads its input this way.
+// Transposing copies for the CPU kernels: dst (cols, rows) = src (rows, cols)^T.
+//   transpose_to_f32: src in its storage type, dst FP32. Quantizing the transposed orientation of
+//     an activation or gradient (x^T and dy^T of a weight gradient) reads its input this way.
+//   transpose_bytes: one-byte elements (FP8 codes), bits unchanged; the copy op's path for a
+//     transposed u8 view, which is how a linear layer takes W^T or dy^T as codes transposed.
 //
 // Shapes: src rows x cols with row stride src_ld (elements); dst cols x rows with row stride
-// dst_ld (floats).
+// dst_ld (elements of dst's type).
 //
-// Algorithm: 8 x 8 tiles transposed in AVX2 registers (eight 8-wide loads, three rounds of
-// unpack/shuffle/permute, eight 8-wide stores) where the CPU kernels are built with AVX2 and the
-// source is f32 or bf16 (widening bf16 is exact: its bits shifted into the high half); edges,
-// f16 and builds without AVX2 copy element by element. Every element is a plain copy or an exact
-// widening, so both paths give the same bits.
+// Algorithm: tiles transposed in registers, edges element by element. transpose_to_f32: 8 x 8
+// tiles in AVX2 registers (eight 8-wide loads, three rounds of unpack/shuffle/permute, eight
+// 8-wide stores) where the CPU kernels are built with AVX2 and the source is f32 or bf16
+// (widening bf16 is exact: its bits shifted into the high half); f16 and builds without AVX2 copy
+// element by element. transpose_bytes: 16 x 16 tiles in SSE2 registers (x86-64's baseline): four
+// rounds of interleaving the bytes of row i with row i + 8, each a perfect shuffle of the 256
+// bytes, and four perfect shuffles of a 16 x 16 matrix are its transpose. Every element is a plain
+// copy or an exact widening, so all paths give the same bits.
 #pragma once
 
 #if defined(__AVX2__)
 #include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 #include <cstdint>
@@ -70,6 +77,27 @@ inline void tile8x8(const T* src, int64_t src_ld, float* dst, int64_t dst_ld) {
 }  // namespace transpose_detail
 #endif
 
+#if defined(__SSE2__)
+namespace transpose_detail {
+
+// dst[c * dst_ld + r] = src[r * src_ld + c] for r, c < 16.
+inline void tile16x16(const uint8_t* src, int64_t src_ld, uint8_t* dst, int64_t dst_ld) {
+  __m128i x[16], y[16];
+  for (int i = 0; i < 16; ++i)
+    x[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * src_ld));
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 8; ++i) {
+      y[2 * i] = _mm_unpacklo_epi8(x[i], x[i + 8]);
+      y[2 * i + 1] = _mm_unpackhi_epi8(x[i], x[i + 8]);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = y[i];
+  }
+  for (int i = 0; i < 16; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i * dst_ld), x[i]);
+}
+
+}  // namespace transpose_detail
+#endif
+
 // dst[c * dst_ld + r] = float(src[r * src_ld + c]) for r < rows, c < cols.
 template <class T>
 void transpose_to_f32(const T* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst,
@@ -88,6 +116,24 @@ void transpose_to_f32(const T* src, int64_t src_ld, int64_t rows, int64_t cols, 
 #endif
   for (int64_t r = r0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) dst[c * dst_ld + r] = load(src + r * src_ld + c);
+}
+
+// dst[c * dst_ld + r] = src[r * src_ld + c] for r < rows and c in [c_begin, c_end): the dst rows
+// [c_begin, c_end), so that threads given disjoint column ranges write disjoint rows.
+inline void transpose_bytes(const uint8_t* src, int64_t src_ld, int64_t rows, int64_t c_begin,
+                            int64_t c_end, uint8_t* dst, int64_t dst_ld) {
+  int64_t r0 = 0;
+#if defined(__SSE2__)
+  for (; r0 + 16 <= rows; r0 += 16) {
+    int64_t c0 = c_begin;
+    for (; c0 + 16 <= c_end; c0 += 16)
+      transpose_detail::tile16x16(src + r0 * src_ld + c0, src_ld, dst + c0 * dst_ld + r0, dst_ld);
+    for (int64_t c = c0; c < c_end; ++c)
+      for (int64_t r = r0; r < r0 + 16; ++r) dst[c * dst_ld + r] = src[r * src_ld + c];
+  }
+#endif
+  for (int64_t c = c_begin; c < c_end; ++c)
+    for (int64_t r = r0; r < rows; ++r) dst[c * dst_ld + r] = src[r * src_ld + c];
 }
 
 }  // namespace h2::cpu
