@@ -27,6 +27,18 @@ lowp::QTensor transposed(const lowp::QTensor& q) {
   return t;
 }
 
+// Whether the quantization of a matrix's transpose under `spec` is the transpose of its
+// quantization, bit for bit: not under delayed scaling (its scale moves between the two
+// quantizations), one-byte codes (E2M1 packs two per byte) and blocks that transposition maps
+// onto each other: the whole tensor, or square blocks (fp8_blockwise's 128 x 128 weights). Then
+// every block of the transpose has the amax, the scale and, element by element, the codes of its
+// transposed block (Quantize.SquareBlocksTransposeBitForBit checks it). Round to nearest only:
+// stochastic rounding draws other numbers for the other orientation.
+bool transposes_bit_for_bit(const lowp::QuantSpec& spec, lowp::Scaling scaling) {
+  return scaling != lowp::Scaling::delayed && spec.element != lowp::Format::e2m1 &&
+         spec.rule == lowp::ScaleRule::f32_amax && spec.block_rows == spec.block_cols;
+}
+
 }  // namespace
 
 const SharedInput::Entry* SharedInput::find(const lowp::QuantSpec& spec, bool transpose) const {
@@ -144,31 +156,29 @@ lowp::QTensor Linear::dgrad_weight() {
   return wt;
 }
 
-// Not delayed scaling (its scale moves between the forward and the backward quantization),
-// one-byte codes (E2M1 packs two per byte) and blocks that transposition maps onto each other:
-// the whole tensor, or square blocks (fp8_blockwise's 128 x 128). Then every block of W^T has
-// the amax, the scale and, element by element, the codes of its transposed block of W
-// (Quantize.SquareBlocksTransposeBitForBit checks it).
 bool Linear::weight_transposes() const {
-  const lowp::QuantSpec& w = recipe_->weight;
-  return recipe_->scaling != lowp::Scaling::delayed && w.element != lowp::Format::e2m1 &&
-         w.rule == lowp::ScaleRule::f32_amax && w.block_rows == w.block_cols;
+  return transposes_bit_for_bit(recipe_->weight, recipe_->scaling);
+}
+
+bool Linear::grad_transposes() const {
+  return !recipe_->grad_stochastic && transposes_bit_for_bit(recipe_->grad, recipe_->scaling);
 }
 
 void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx,
                       SharedInput* shared) {
   const float beta = accumulate_dx ? 1.0f : 0.0f;
   const uint64_t index = backward_count_++;
+  std::optional<lowp::QTensor> dyq;
   if (!recipe_) {
     ops::matmul({.out = dx, .a = dy, .b = w_.value, .beta = beta});
   } else {  // dgrad: dx (N, I) = dy (N, O) . W^T (I, O)^T, K = O.
-    lowp::QTensor dyq = quantize(dy_, dy, false, recipe_->grad_stochastic, 2 * index);
-    ops::qmatmul({.out = dx, .a = dyq, .b = dgrad_weight(), .beta = beta});
+    dyq = quantize(dy_, dy, false, recipe_->grad_stochastic, 2 * index);
+    ops::qmatmul({.out = dx, .a = *dyq, .b = dgrad_weight(), .beta = beta});
   }
   if (defer_weight_grad_)
     pending_.push_back({dy, x, index});
   else
-    weight_grad(dy, x, index, shared);
+    weight_grad(dy, x, index, shared, dyq && grad_transposes() ? &*dyq : nullptr);
 }
 
 void Linear::weight_backward() {
@@ -180,10 +190,14 @@ void Linear::weight_backward() {
 }
 
 void Linear::weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index,
-                         SharedInput* shared) {
+                         SharedInput* shared, const lowp::QTensor* dy_codes) {
   if (!recipe_) return accumulate_weight_grad(w_.grad, dy, x);
-  // wgrad: dW (O, I) += dy^T (O, N) . x^T (I, N)^T, K = N; FP32 straight into the grad.
-  lowp::QTensor dytq = quantize(dy_, dy, true, recipe_->grad_stochastic, 2 * backward_index + 1);
+  // wgrad: dW (O, I) += dy^T (O, N) . x^T (I, N)^T, K = N; FP32 straight into the grad. dy^T
+  // as dgrad's codes transposed where that is its quantization (a byte transpose instead of an
+  // amax and an encoding pass; dy_'s statistics are dy's either way).
+  lowp::QTensor dytq =
+      dy_codes ? transposed(*dy_codes)
+               : quantize(dy_, dy, true, recipe_->grad_stochastic, 2 * backward_index + 1);
   lowp::QTensor xtq = quantize_input(x, true, shared);
   ops::qmatmul({.out = w_.grad, .a = dytq, .b = xtq, .beta = 1});
 }

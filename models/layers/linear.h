@@ -110,11 +110,14 @@ class Linear {
   // x (or x^T) quantized, or taken from `shared` (not under delayed scaling: each layer's history
   // records its own quantizations).
   lowp::QTensor quantize_input(const Tensor& x, bool transpose, SharedInput* shared);
+  // dy_codes: dy quantized for dgrad, given when grad_transposes(): dy^T is then its transpose.
   void weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index,
-                   SharedInput* shared = nullptr);
+                   SharedInput* shared = nullptr, const lowp::QTensor* dy_codes = nullptr);
   // Whether W^T's quantization equals the transpose of W's bit for bit, so that dgrad may take
-  // the forward's (see linear.cpp).
+  // the forward's; and dy^T's the transpose of dy's, so that wgrad may take dgrad's (see
+  // linear.cpp).
   bool weight_transposes() const;
+  bool grad_transposes() const;
   // W quantized for the forward, and W^T for dgrad: kept or made (see set_weights_frozen).
   lowp::QTensor forward_weight();
   lowp::QTensor dgrad_weight();

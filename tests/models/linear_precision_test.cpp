@@ -256,8 +256,10 @@ TEST(LinearPrecision, DelayedScalingUsesTheHistoryAndReportsSaturation) {
 
 // ZB-H1's split backward: dx at once, dy^T x later, oldest first; the gradients equal the
 // unsplit backward's bit for bit, in the compute dtype and quantized.
+// (fp8_current's unsplit wgrad takes dy^T as dgrad's codes transposed, the deferred one quantizes
+// dy^T anew: the two must agree bit for bit.)
 TEST(LinearPrecision, DeferredWeightGradientsEqualTheUnsplitBackward) {
-  for (const char* recipe : {"compute", "fp8_blockwise", "nvfp4"}) {
+  for (const char* recipe : {"compute", "fp8_current", "fp8_blockwise", "nvfp4"}) {
     auto run = [&](bool split) {
       Fixture f;
       if (std::string_view(recipe) != "compute") f.linear.set_recipe(lowp::find_recipe(recipe));
