@@ -167,6 +167,7 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
   ScratchBuffer<float> acc_panel(stream, f32_out ? 1 : size_t(mp_max * N));
   ScratchBuffer<float> b_scale(stream, size_t(N));  // K block j's scale of each row of b
   const FloatIn out_in(args.out, "qmatmul", "out");
+  bf16_t* out16 = f32_out ? nullptr : args.out.data_as<bf16_t>();
   const int64_t a_br = a.block_rows(), b_br = b.block_rows();
 
   for (int64_t m0 = 0; m0 < M; m0 += mp_max) {
@@ -203,13 +204,9 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
                 c[c0 + n] = args.beta * prev[n] + (sa * sb[c0 + n]) * t[c0 + n];
             }
           }
+          // A 16-bit out takes its row once the last block is in, while the row is in L1.
+          if (j == blocks - 1 && !f32_out) from_floats(c, N, out16 + (m0 + i) * N);
         }
-      });
-    }
-    if (!f32_out) {
-      bf16_t* dst = args.out.data_as<bf16_t>() + m0 * N;
-      parallel_for(mp, N, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) from_floats(acc + i * N, N, dst + i * N);
       });
     }
   }
