@@ -123,6 +123,8 @@ TEST(Qmatmul, Bf16OutputAlphaAndBeta) {
   check_case({kMxE4m3, kMxE4m3, 37, 53, 96, DType::bf16}, cpu);
   check_case({kBlockwiseAct, kBlockwiseWeight, 40, 24, 640, DType::f32, 0.5f, -1.5f}, cpu);
   check_case({kBlockwiseAct, kBlockwiseWeight, 33, 20, 384, DType::bf16, 1.5f, 0.5f}, cpu);
+  // Nine K blocks, rescaled in passes of several (the last one partial), into a bf16 out.
+  check_case({kBlockwiseAct, kBlockwiseWeight, 33, 20, 1100, DType::bf16, 1.5f, 0.5f}, cpu);
   check_case({kNvfp4, kMxfp4, 17, 33, 160, DType::bf16, 2.0f, 1.0f}, cpu);
   check_case({kPerTensorE4m3, kPerTensorE4m3, 8, 8, 32, DType::f16, 1.0f, 0.25f}, cpu);
 }
