@@ -586,14 +586,15 @@ TEST(LowpFormatsBatch, DecodeMatchesScalar) {
 
 // decode_bf16_n against the scalar decode: every code, one multiplier per block (1, powers of
 // two, E4M3 scale values), each result exactly the FP32 product (the products are bf16 numbers)
-// and NaN codes NaN. Blocks of 16 (NVFP4) and 32 (MX) and a ragged last block.
+// and NaN codes NaN. Blocks of 16 (NVFP4), 32 (MX) and 48 (two blocks within one group of 32 of
+// the AVX512BW path) and a ragged last block.
 TEST(LowpFormatsBatch, DecodeBf16MatchesScalarForEveryCodeAndBlockScale) {
   const std::vector<float> kMultipliers = {1.0f, 0.125f, 0x1p-100f, 0x1p20f, 0.8125f, 448.0f, 3.0f};
   for (Format f : {Format::e4m3, Format::e5m2, Format::e2m1}) {
     const int64_t n = f == Format::e2m1 ? 512 - 6 : 256 - 3;  // ragged last block
     std::vector<uint8_t> codes(256);
     for (int c = 0; c < 256; ++c) codes[size_t(c)] = static_cast<uint8_t>(c);
-    for (int64_t block : {int64_t(16), int64_t(32), n}) {
+    for (int64_t block : {int64_t(16), int64_t(32), int64_t(48), n}) {
       std::vector<float> multipliers(size_t((n + block - 1) / block));
       for (size_t b = 0; b < multipliers.size(); ++b)
         multipliers[b] = kMultipliers[b % kMultipliers.size()];
