@@ -254,11 +254,13 @@ bool has_avx512bw() {
       _mm512_storeu_si512(out + i, value);
       continue;
     }
+    // (The half index must be a constant for Clang's intrinsic.)
+    const __m256i halves[2] = {_mm512_maskz_extracti64x4_epi64(__mmask8(0xff), value, 0),
+                               _mm512_maskz_extracti64x4_epi64(__mmask8(0xff), value, 1)};
     for (int h = 0; h < 2; ++h) {
-      __m256i half = _mm512_maskz_extracti64x4_epi64(__mmask8(0xff), value, h);
       const float m = multipliers[(i + 16 * h) / block];
-      if (m != 1.0f) half = scale16(half, m);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 16 * h), half);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 16 * h),
+                          m != 1.0f ? scale16(halves[h], m) : halves[h]);
     }
   }
   return i;
