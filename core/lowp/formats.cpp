@@ -90,10 +90,11 @@ inline void store_chunk(uint8_t* codes, int64_t len, int64_t first, uint8_t* out
   }
 }
 
-// The shared batch loop: code_of(scaled_bits, element_index) gives each element's code.
-template <class F, class CodeOf>
-void encode_chunks(const float* in, int64_t n, float multiplier, uint8_t* out, EncodeStats* stats,
-                   CodeOf code_of) {
+// The shared batch loop: code_of(scaled_bits, element_index) gives each element's code; the amax
+// is taken when kAmax.
+template <class F, bool kAmax, class CodeOf>
+void encode_chunks_with(const float* in, int64_t n, float multiplier, uint8_t* out,
+                        EncodeStats* stats, CodeOf code_of) {
   uint32_t amax_bits = 0;
   int64_t saturated = 0;
   for (int64_t first = 0; first < n; first += kChunk) {
@@ -104,7 +105,7 @@ void encode_chunks(const float* in, int64_t n, float multiplier, uint8_t* out, E
     uint32_t chunk_saturated = 0;
     for (int64_t i = 0; i < len; ++i) {
       const uint32_t scaled = float_bits(chunk[i] * multiplier);
-      chunk_amax = std::max(chunk_amax, amax_candidate(float_bits(chunk[i])));
+      if constexpr (kAmax) chunk_amax = std::max(chunk_amax, amax_candidate(float_bits(chunk[i])));
       chunk_saturated += beyond_range<F>(scaled);
       codes[i] = static_cast<uint8_t>(code_of(scaled, first + i));
     }
@@ -113,8 +114,18 @@ void encode_chunks(const float* in, int64_t n, float multiplier, uint8_t* out, E
     store_chunk<F>(codes, len, first, out);
   }
   if (stats != nullptr) {
-    stats->amax = std::max(stats->amax, codec::bits_float(amax_bits));
+    if constexpr (kAmax) stats->amax = std::max(stats->amax, codec::bits_float(amax_bits));
     stats->saturated += saturated;
+  }
+}
+
+template <class F, class CodeOf>
+void encode_chunks(const float* in, int64_t n, float multiplier, uint8_t* out, EncodeStats* stats,
+                   CodeOf code_of) {
+  if (stats != nullptr && stats->track_amax) {
+    encode_chunks_with<F, true>(in, n, multiplier, out, stats, code_of);
+  } else {
+    encode_chunks_with<F, false>(in, n, multiplier, out, stats, code_of);
   }
 }
 

@@ -84,6 +84,9 @@ uint32_t counter_random(uint64_t seed, uint64_t index);
 struct EncodeStats {
   float amax = 0;
   int64_t saturated = 0;
+  // false: the encoder only counts saturation and leaves amax alone, which saves its reduction
+  // (14% of an E4M3 encode) for a caller that has the amax already (the quantizer).
+  bool track_amax = true;
 };
 
 // out[i] = encode(f, in[i] * multiplier) for i < n. For E2M1, `out` is packed (n+1)/2 bytes and

@@ -47,10 +47,11 @@ using lowp::ScaleRule;
 
 constexpr int64_t kPanel = 32;
 
-// One thread's statistics, on its own cache line: the codec's (its saturated count is used; its
-// amax is of scaled values when rows are pre-scaled) and the input's amax.
+// One thread's statistics, on its own cache line: the codec's saturated count (its amax is not
+// taken: the quantizer has the input's, below, and the codec would see pre-scaled rows) and the
+// input's amax.
 struct alignas(64) PartStats {
-  lowp::EncodeStats codec;
+  lowp::EncodeStats codec{.track_amax = false};
   float amax = 0;
 };
 
