@@ -506,6 +506,13 @@ TEST(LowpFormatsBatch, EncodeMatchesScalarBitForBit) {
         EXPECT_EQ(stats.amax, expected.amax) << name(f);
         EXPECT_EQ(stats.saturated, expected.saturated) << name(f);
         EXPECT_GT(expected.saturated, 0);
+        // Counting only: the same codes and count, the amax left as it was.
+        EncodeStats counted{.amax = -1.0f, .track_amax = false};
+        std::vector<uint8_t> again(bytes + 1, 0xab);
+        encode_n(f, x.data(), static_cast<int64_t>(n), multiplier, again.data(), o, &counted);
+        EXPECT_EQ(again, out) << name(f);
+        EXPECT_EQ(counted.saturated, expected.saturated) << name(f);
+        EXPECT_EQ(counted.amax, -1.0f) << name(f);
       }
     }
   }
