@@ -1,7 +1,8 @@
 // Low-precision element formats (core/lowp/formats.h): format facts and names, the scalar
-// reference (a thin layer over format_codec.h), decode tables, and the batch encoders. These run
-// over chunks of 64 elements with branch-free bodies that GCC vectorises, and gather amax and the
-// saturated count in the same pass.
+// reference (a thin layer over format_codec.h), decode tables, the batch encoders and the batch
+// decoders to bf16. The encoders run over chunks of 64 elements with branch-free bodies that GCC
+// vectorises, and count saturation (and, when asked, gather amax) in the same pass; the decoders
+// take a register-table path where the CPU has AVX512BW.
 #include "core/lowp/formats.h"
 
 #if defined(__x86_64__)

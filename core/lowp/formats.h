@@ -90,9 +90,9 @@ struct EncodeStats {
 };
 
 // out[i] = encode(f, in[i] * multiplier) for i < n. For E2M1, `out` is packed (n+1)/2 bytes and
-// an odd n leaves the last high nibble 0. When `stats` is given it is updated (amax is the max
-// with its previous value, saturated is added to). E8M0 is not a batch element format (throws
-// h2::Error).
+// an odd n leaves the last high nibble 0. When `stats` is given it is updated (saturated is
+// added to; amax, while stats->track_amax, is the max with its previous value). E8M0 is not a batch
+// element format (throws h2::Error).
 void encode_n(Format f, const float* in, int64_t n, float multiplier, uint8_t* out,
               Overflow overflow = Overflow::saturate, EncodeStats* stats = nullptr);
 

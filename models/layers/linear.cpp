@@ -15,6 +15,8 @@ std::string module_of(const std::string& param_name) {
   return m;
 }
 
+}  // namespace
+
 // The (C, R) transpose of a quantized (R, C) matrix with one-byte codes and f32 scales: the
 // codes copied as bytes (the copy op moves u8, not FP8 values).
 lowp::QTensor transposed(const lowp::QTensor& q) {
@@ -32,14 +34,13 @@ lowp::QTensor transposed(const lowp::QTensor& q) {
 // quantizations), one-byte codes (E2M1 packs two per byte) and blocks that transposition maps
 // onto each other: the whole tensor, or square blocks (fp8_blockwise's 128 x 128 weights). Then
 // every block of the transpose has the amax, the scale and, element by element, the codes of its
-// transposed block (Quantize.SquareBlocksTransposeBitForBit checks it). Round to nearest only:
-// stochastic rounding draws other numbers for the other orientation.
+// transposed block (Quantize.SquareBlocksTransposeBitForBit checks it), when both orientations
+// round to nearest (stochastic rounding draws other numbers for the other orientation: the
+// caller's condition).
 bool transposes_bit_for_bit(const lowp::QuantSpec& spec, lowp::Scaling scaling) {
   return scaling != lowp::Scaling::delayed && spec.element != lowp::Format::e2m1 &&
          spec.rule == lowp::ScaleRule::f32_amax && spec.block_rows == spec.block_cols;
 }
-
-}  // namespace
 
 const SharedInput::Entry* SharedInput::find(const lowp::QuantSpec& spec, bool transpose) const {
   for (const Entry& e : entries_)
@@ -174,11 +175,12 @@ void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool 
   } else {  // dgrad: dx (N, I) = dy (N, O) . W^T (I, O)^T, K = O.
     dyq = quantize(dy_, dy, false, recipe_->grad_stochastic, 2 * index);
     ops::qmatmul({.out = dx, .a = *dyq, .b = dgrad_weight(), .beta = beta});
+    if (defer_weight_grad_ || !grad_transposes()) dyq.reset();  // not needed through wgrad
   }
   if (defer_weight_grad_)
     pending_.push_back({dy, x, index});
   else
-    weight_grad(dy, x, index, shared, dyq && grad_transposes() ? &*dyq : nullptr);
+    weight_grad(dy, x, index, shared, dyq ? &*dyq : nullptr);
 }
 
 void Linear::weight_backward() {

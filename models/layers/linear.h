@@ -19,6 +19,13 @@
 
 namespace h2::models {
 
+// Whether quantizing a matrix's transpose under `spec` gives the transpose of its quantization
+// bit for bit, when both round to nearest (see linear.cpp): then a linear layer transposes
+// codes instead of quantizing again (W^T for dgrad; dy^T for wgrad, when not stochastic).
+bool transposes_bit_for_bit(const lowp::QuantSpec& spec, lowp::Scaling scaling);
+// The (C, R) transpose of a quantized (R, C) matrix with one-byte codes and f32 scales.
+lowp::QTensor transposed(const lowp::QTensor& q);
+
 // One quantized operand's last figures.
 struct OperandStats {
   float amax = 0;                 // largest |value| before scaling

@@ -257,7 +257,7 @@ TEST(LinearPrecision, DelayedScalingUsesTheHistoryAndReportsSaturation) {
 // ZB-H1's split backward: dx at once, dy^T x later, oldest first; the gradients equal the
 // unsplit backward's bit for bit, in the compute dtype and quantized.
 // (fp8_current's unsplit wgrad takes dy^T as dgrad's codes transposed, the deferred one quantizes
-// dy^T anew: the two must agree bit for bit.)
+// dy^T anew: the two must agree bit for bit, dy's statistics too.)
 TEST(LinearPrecision, DeferredWeightGradientsEqualTheUnsplitBackward) {
   for (const char* recipe : {"compute", "fp8_current", "fp8_blockwise", "nvfp4"}) {
     auto run = [&](bool split) {
@@ -278,11 +278,15 @@ TEST(LinearPrecision, DeferredWeightGradientsEqualTheUnsplitBackward) {
         f.linear.weight_backward();
         EXPECT_THROW(f.linear.weight_backward(), Error);
       }
-      return std::pair{dx1, tensor_to_floats(f.linear.param().grad)};
+      const models::OperandStats dy = f.linear.stats().dy;
+      return std::tuple{dx1, tensor_to_floats(f.linear.param().grad), dy.amax,
+                        dy.saturated_fraction};
     };
     const auto whole = run(false), split = run(true);
-    EXPECT_EQ(whole.first, split.first) << recipe;
-    EXPECT_EQ(whole.second, split.second) << recipe;
+    EXPECT_EQ(std::get<0>(whole), std::get<0>(split)) << recipe;
+    EXPECT_EQ(std::get<1>(whole), std::get<1>(split)) << recipe;
+    EXPECT_EQ(std::get<2>(whole), std::get<2>(split)) << recipe << ": dy's amax";
+    EXPECT_EQ(std::get<3>(whole), std::get<3>(split)) << recipe << ": dy's saturated fraction";
   }
 }
 

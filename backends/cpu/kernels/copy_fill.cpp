@@ -90,13 +90,14 @@ void for_each_run(const Walk& w, Fn&& fn) {
 
 // A one-byte copy that transposes a matrix (FP8 codes taken as W^T or dy^T): out's inner dim
 // contiguous, in's outer one. Then out (I, J) = in_t (J, I)^T with in_t's rows in.stride[1][1]
-// apart, in 16 x 16 register tiles; threads take disjoint runs of out's rows. Any other walk:
-// false (the general loop).
+// apart, in 16 x 16 register tiles; threads take disjoint runs of 16 of out's rows. Any other
+// walk, or too few rows to give every thread some: false (the general loop, which splits rows).
 bool copy_transposed_bytes(const Walk& w, uint8_t* out, const uint8_t* in) {
-  if (w.rank != 2 || w.stride[0][1] != 1 || w.stride[1][0] != 1 || w.stride[1][1] == 1)
+  constexpr int64_t kTile = 16;
+  if (w.rank != 2 || w.stride[0][1] != 1 || w.stride[1][0] != 1 || w.stride[1][1] == 1 ||
+      ceil_div(w.size[0], kTile) < kernel_threads())
     return false;
   const int64_t I = w.size[0], J = w.size[1];
-  constexpr int64_t kTile = 16;
   parallel_for(ceil_div(I, kTile), kTile * J, [&](int64_t t0, int64_t t1) {
     transpose_bytes(in, w.stride[1][1], J, t0 * kTile, std::min(I, t1 * kTile), out,
                     w.stride[0][0]);
