@@ -120,9 +120,10 @@ struct Timing {
 };
 
 // The ops of one linear layer (C -> F, the gate projection), each timed on its own: the six
-// quantizations (x and W of the forward, dy and W^T of dgrad, dy^T and x^T of wgrad; training
-// takes W^T as W's codes transposed where the recipe allows it) and the three GEMMs, quantized
-// per `recipe` or in bf16 (no recipe). Prints one table row per op.
+// quantizations (x and W of the forward, dy and W^T of dgrad, dy^T and x^T of wgrad) and the
+// three GEMMs, quantized per `recipe` or in bf16 (no recipe). Where training takes W^T or dy^T
+// as the other orientation's codes transposed (models::transposes_bit_for_bit), so does this,
+// and the row says so. Prints one table row per op.
 void op_breakdown(Device& device, const Settings& s, const std::optional<lowp::Recipe>& recipe) {
   const int64_t n = s.tokens, c = s.dim, f = s.ffn;
   Tensor x = random_tensor({n, c}, DType::bf16, device, 3);
@@ -154,12 +155,26 @@ void op_breakdown(Device& device, const Settings& s, const std::optional<lowp::R
       };
     };
     const bool sr = recipe->grad_stochastic;
+    // The other orientation's codes transposed (each call makes a new QTensor, as training's).
+    auto transpose = [](const lowp::QTensor& codes) {
+      return [&codes] { models::transposed(codes); };
+    };
+    const bool w_transposes = models::transposes_bit_for_bit(r.weight, r.scaling);
+    const bool dy_transposes = !sr && models::transposes_bit_for_bit(r.grad, r.scaling);
+    using Op = std::pair<std::string, std::function<void()>>;
+    // Every operand quantized once first: the transposes read codes, the GEMMs all six.
+    for (const auto& [qt, in, transposed] :
+         {std::tuple{&xq, &x, false}, std::tuple{&wq, &w, false}, std::tuple{&wtq, &w, true},
+          std::tuple{&dyq, &dy, false}, std::tuple{&dytq, &dy, true}, std::tuple{&xtq, &x, true}})
+      ops::quantize({.q = *qt, .in = *in, .transpose = transposed});
     ops_to_time = {
         {"quantize x", quantize(xq, x, false, false)},
         {"quantize W", quantize(wq, w, false, false)},
-        {"quantize W^T", quantize(wtq, w, true, false)},
+        w_transposes ? Op{"W^T as W's codes transposed", transpose(wq)}
+                     : Op{"quantize W^T", quantize(wtq, w, true, false)},
         {"quantize dy", quantize(dyq, dy, false, sr)},
-        {"quantize dy^T", quantize(dytq, dy, true, sr)},
+        dy_transposes ? Op{"dy^T as dy's codes transposed", transpose(dyq)}
+                      : Op{"quantize dy^T", quantize(dytq, dy, true, sr)},
         {"quantize x^T", quantize(xtq, x, true, false)},
         {"fwd qmatmul", [&] { ops::qmatmul({.out = out, .a = xq, .b = wq}); }},
         {"dgrad qmatmul", [&] { ops::qmatmul({.out = dx, .a = dyq, .b = wtq}); }},
