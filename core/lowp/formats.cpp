@@ -372,9 +372,12 @@ void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* o
   }
 }
 
+namespace {
+
+// decode_bf16_n, with the AVX512BW path where allowed and the CPU has it.
 H2_AVX512_CLONE
-void decode_bf16_n(Format f, const uint8_t* in, int64_t n, int64_t block, const float* multipliers,
-                   uint16_t* out) {
+void decode_bf16(Format f, const uint8_t* in, int64_t n, int64_t block, const float* multipliers,
+                 uint16_t* out, bool allow_avx512) {
   H2_CHECK(multipliers == nullptr || (block > 0 && (f != Format::e2m1 || block % 2 == 0)),
            "decode_bf16_n: block {} must be positive (and even for e2m1)", block);
   // E2M1 codes are scaled as the AVX512BW path decodes them (blocks a multiple of 16); byte codes
@@ -385,7 +388,7 @@ void decode_bf16_n(Format f, const uint8_t* in, int64_t n, int64_t block, const 
   with_element_format(f, "decode_bf16_n", [&](auto format) {
     using F = decltype(format);
 #if defined(__x86_64__)
-    if (has_avx512bw())
+    if (allow_avx512 && has_avx512bw())
       done = decode_bf16_avx512(in, n, F::kBits == 4, avx512_table<F>().data(), block,
                                 fused ? multipliers : nullptr, out);
 #endif
@@ -406,6 +409,18 @@ void decode_bf16_n(Format f, const uint8_t* in, int64_t n, int64_t block, const 
     const float m = multipliers[b0 / block];
     if (m != 1.0f) scale_bf16(out + b0, std::min(block, n - b0), m);
   }
+}
+
+}  // namespace
+
+void decode_bf16_n(Format f, const uint8_t* in, int64_t n, int64_t block, const float* multipliers,
+                   uint16_t* out) {
+  decode_bf16(f, in, n, block, multipliers, out, true);
+}
+
+void decode_bf16_n_portable(Format f, const uint8_t* in, int64_t n, int64_t block,
+                            const float* multipliers, uint16_t* out) {
+  decode_bf16(f, in, n, block, multipliers, out, false);
 }
 
 const float* decode_table(Format f) {

@@ -109,8 +109,13 @@ void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* o
 // it is a bf16 number (a code's value times 1, a power of two or an E4M3 scale, as qmatmul's
 // bf16 routes use it; check those callers' conditions before using it elsewhere). E2M1 codes are
 // unpacked from `in` (element 0 in the low nibble of in[0]) and `block` must then be even.
+// Where the CPU has AVX512BW a register-table path does most of it; the same bits.
 void decode_bf16_n(Format f, const uint8_t* in, int64_t n, int64_t block, const float* multipliers,
                    uint16_t* out);
+// decode_bf16_n without the AVX512BW path (what every other CPU runs): tests check both paths
+// on a CPU that has it.
+void decode_bf16_n_portable(Format f, const uint8_t* in, int64_t n, int64_t block,
+                            const float* multipliers, uint16_t* out);
 
 // Decode table of a format: table[code] for every code (16 entries used for E2M1). Inner loops
 // of kernels index it directly.

@@ -595,33 +595,35 @@ TEST(LowpFormatsBatch, DecodeMatchesScalar) {
 // two, E4M3 scale values), each result exactly the FP32 product (the products are bf16 numbers)
 // and NaN codes NaN. Blocks of 16 (NVFP4), 32 (MX), 48 (two blocks within one group of 32 of
 // the AVX512BW path) and 64 (a block that path leaves half done), a ragged last block, and
-// inputs shorter than one group.
+// inputs shorter than one group; through decode_bf16_n (the AVX512BW path where the CPU has it)
+// and decode_bf16_n_portable (the loops every other CPU runs).
 TEST(LowpFormatsBatch, DecodeBf16MatchesScalarForEveryCodeAndBlockScale) {
   const std::vector<float> kMultipliers = {1.0f, 0.125f, 0x1p-100f, 0x1p20f, 0.8125f, 448.0f, 3.0f};
   std::vector<uint8_t> every_code(256);
   for (int c = 0; c < 256; ++c) every_code[size_t(c)] = static_cast<uint8_t>(c);
-  for (Format f : {Format::e4m3, Format::e5m2, Format::e2m1})
-    for (int64_t n : {f == Format::e2m1 ? int64_t(512 - 6) : int64_t(256 - 3), int64_t(27)})
-      for (int64_t block : {int64_t(16), int64_t(32), int64_t(48), int64_t(64), n + n % 2}) {
-        std::vector<float> multipliers(size_t((n + block - 1) / block));
-        for (size_t b = 0; b < multipliers.size(); ++b)
-          multipliers[b] = kMultipliers[b % kMultipliers.size()];
-        for (const float* m : std::array<const float*, 2>{nullptr, multipliers.data()}) {
-          std::vector<uint16_t> out(size_t(n), 0xdead);
-          decode_bf16_n(f, every_code.data(), n, block, m, out.data());
-          for (int64_t i = 0; i < n; ++i) {
-            const uint8_t code = f == Format::e2m1
-                                     ? (every_code[size_t(i / 2)] >> ((i & 1) * 4)) & 15
-                                     : every_code[size_t(i)];
-            const float expected = decode(f, code) * (m == nullptr ? 1.0f : m[i / block]);
-            const float got = std::bit_cast<float>(uint32_t(out[size_t(i)]) << 16);
-            EXPECT_TRUE(same_bits_or_nan(got, expected))
-                << name(f) << " n " << n << " code " << int(code) << " block " << block
-                << " multiplier " << (m == nullptr ? 1.0f : m[i / block]) << ": " << got << " vs "
-                << expected;
+  for (auto* decode_bf16 : {&decode_bf16_n, &decode_bf16_n_portable})
+    for (Format f : {Format::e4m3, Format::e5m2, Format::e2m1})
+      for (int64_t n : {f == Format::e2m1 ? int64_t(512 - 6) : int64_t(256 - 3), int64_t(27)})
+        for (int64_t block : {int64_t(16), int64_t(32), int64_t(48), int64_t(64), n + n % 2}) {
+          std::vector<float> multipliers(size_t((n + block - 1) / block));
+          for (size_t b = 0; b < multipliers.size(); ++b)
+            multipliers[b] = kMultipliers[b % kMultipliers.size()];
+          for (const float* m : std::array<const float*, 2>{nullptr, multipliers.data()}) {
+            std::vector<uint16_t> out(size_t(n), 0xdead);
+            decode_bf16(f, every_code.data(), n, block, m, out.data());
+            for (int64_t i = 0; i < n; ++i) {
+              const uint8_t code = f == Format::e2m1
+                                       ? (every_code[size_t(i / 2)] >> ((i & 1) * 4)) & 15
+                                       : every_code[size_t(i)];
+              const float expected = decode(f, code) * (m == nullptr ? 1.0f : m[i / block]);
+              const float got = std::bit_cast<float>(uint32_t(out[size_t(i)]) << 16);
+              EXPECT_TRUE(same_bits_or_nan(got, expected))
+                  << (decode_bf16 == &decode_bf16_n ? "" : "portable ") << name(f) << " n " << n
+                  << " code " << int(code) << " block " << block << " multiplier "
+                  << (m == nullptr ? 1.0f : m[i / block]) << ": " << got << " vs " << expected;
+            }
           }
         }
-      }
   std::vector<uint16_t> out(4);
   const uint8_t codes[2] = {0x21, 0x43};
   const float odd_block = 1.0f;
