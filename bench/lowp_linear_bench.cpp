@@ -163,10 +163,10 @@ void op_breakdown(Device& device, const Settings& s, const std::optional<lowp::R
     const bool dy_transposes = !sr && models::transposes_bit_for_bit(r.grad, r.scaling);
     using Op = std::pair<std::string, std::function<void()>>;
     // Every operand quantized once first: the transposes read codes, the GEMMs all six.
-    for (const auto& [qt, in, transposed] :
+    for (const auto& [qt, in, in_transposed] :
          {std::tuple{&xq, &x, false}, std::tuple{&wq, &w, false}, std::tuple{&wtq, &w, true},
           std::tuple{&dyq, &dy, false}, std::tuple{&dytq, &dy, true}, std::tuple{&xtq, &x, true}})
-      ops::quantize({.q = *qt, .in = *in, .transpose = transposed});
+      ops::quantize({.q = *qt, .in = *in, .transpose = in_transposed});
     ops_to_time = {
         {"quantize x", quantize(xq, x, false, false)},
         {"quantize W", quantize(wq, w, false, false)},

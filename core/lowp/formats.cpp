@@ -397,7 +397,8 @@ void decode_bf16(Format f, const uint8_t* in, int64_t n, int64_t block, const fl
   });
   if (multipliers == nullptr) return;
   // Then what is not scaled yet, each block's part times its multiplier, in place while in L1:
-  // first the rest of a block the fused path split, then whole blocks.
+  // first the rest of a block the fused path split, then whole blocks (a loop in this form: one
+  // that computed each block's end instead ran the E4M3 scaling 1.7x slower).
   int64_t b0 = fused ? done : 0;
   if (b0 % block != 0) {
     const float m = multipliers[b0 / block];

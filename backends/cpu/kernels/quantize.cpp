@@ -209,6 +209,13 @@ class Quantizer {
     });
   }
 
+  // The amax of segment c (column block c) of a row's K values, f32 or bf16.
+  template <class X>
+  float segment_amax(const X* row, int64_t c) const {
+    const int64_t k0 = c * g_.bc;
+    return abs_max(row + k0, std::min(g_.bc, g_.K - k0));
+  }
+
   // Encodes row r (x: its K values, f32 or bf16) with one multiplier per column block (m: GC
   // values). With several blocks the scaled row is built in `buf` (a bf16 row widened on the way)
   // and encoded in one call with multiplier 1: bit-identical to encoding each block with its own
@@ -275,21 +282,15 @@ class Quantizer {
     } else if constexpr (std::is_same_v<T, bf16_t>) {  // bf16 rows read in place
       parallel_for(g_.R, g_.K, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = 0; c < g_.GC; ++c) {
-            const int64_t k0 = c * g_.bc;
-            row_amax.data()[r * g_.GC + c] =
-                abs_max(in + r * g_.K + k0, std::min(g_.bc, g_.K - k0));
-          }
+          for (int64_t c = 0; c < g_.GC; ++c)
+            row_amax.data()[r * g_.GC + c] = segment_amax(in + r * g_.K, c);
       });
     } else {
       for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
         const Panel panel = read_panel(in, g_, false, r0, n, scratch + p * kPanel * g_.ld);
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t c = 0; c < g_.GC; ++c) {
-            const int64_t k0 = c * g_.bc;
-            row_amax.data()[(r0 + i) * g_.GC + c] =
-                abs_max(panel.rows + i * panel.ld + k0, std::min(g_.bc, g_.K - k0));
-          }
+          for (int64_t c = 0; c < g_.GC; ++c)
+            row_amax.data()[(r0 + i) * g_.GC + c] = segment_amax(panel.rows + i * panel.ld, c);
       });
     }
     // Block amaxes: the rows' own for one-row blocks, else reduced over block rows in parallel.
@@ -372,8 +373,7 @@ class Quantizer {
           st.amax = std::max(st.amax, abs_max(x, g_.K));
         } else if (fused()) {  // 1 x bc blocks: block (r, c) is segment c of this row
           for (int64_t c = 0; c < g_.GC; ++c) {
-            const int64_t k0 = c * g_.bc;
-            const float a = abs_max(x + k0, std::min(g_.bc, g_.K - k0));
+            const float a = segment_amax(x, c);
             const BlockScale s = scale_of(a, 0, 0);
             store_scale(scales_, q_.spec.rule, r * g_.GC + c, s);
             m[c] = s.multiplier;
