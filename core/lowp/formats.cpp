@@ -153,7 +153,7 @@ void encode_stochastic_chunks(const float* in, int64_t n, float multiplier, uint
     return [key, first_index, sat](uint32_t bits, int64_t i) {
       const uint32_t random =
           codec::counter_random_from_key(key, first_index + static_cast<uint64_t>(i));
-      return codec::encode_stochastic<F>(bits, random, sat);
+      return codec::encode_stochastic_batch<F>(bits, random, sat);
     };
   };
   if (saturate) {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -456,23 +457,24 @@ TEST(LowpFormatsBatch, SaturationCountsOnlyValuesThatRoundPastTheLargestFiniteVa
   }
 }
 
-// The batch encoders' formulation of round to nearest even against the reference one, on every
-// upper half of the FP32 bit pattern (sign, exponent and the mantissa bits that decide rounding
-// for every format here: the lowest is E4M3's bit 20) with lower halves that make ties exact,
-// just below and just above, plus random ones: 2^16 x 8 patterns per format and overflow rule.
-TEST(LowpFormatsBatch, BatchRoundingFormulationMatchesTheReferenceOnEveryUpperHalf) {
-  std::mt19937 rng(5);
+// Compares a batch encoder's formulation with the reference one for each format and overflow
+// rule, on every upper half of the FP32 bit pattern (sign, exponent and the mantissa bits that
+// decide rounding for every format here: the lowest is E4M3's bit 20) with lower halves that make
+// ties exact, just below and just above, plus random ones: 2^16 x 8 patterns. differs(format,
+// bits, saturate) returns a description of a mismatch, or an empty string.
+template <class Differs>
+void expect_every_upper_half_agrees(uint32_t seed, Differs&& differs) {
+  std::mt19937 rng(seed);
   std::uniform_int_distribution<uint32_t> low(0, 0xffff);
   auto check = [&](auto format, const char* format_name) {
-    using F = decltype(format);
     for (bool saturate : {true, false}) {
       int64_t mismatches = 0;
       for (uint32_t hi = 0; hi < 0x10000; ++hi) {
         for (uint32_t lo : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, low(rng), low(rng)}) {
           const uint32_t bits = hi << 16 | lo;
-          if (codec::encode_rne_batch<F>(bits, saturate) != codec::encode_rne<F>(bits, saturate) &&
-              ++mismatches <= 5)
-            ADD_FAILURE() << format_name << " bits 0x" << std::hex << bits << " saturate "
+          const std::string what = differs(format, bits, saturate, rng);
+          if (!what.empty() && ++mismatches <= 5)
+            ADD_FAILURE() << format_name << " bits 0x" << std::hex << bits << what << " saturate "
                           << saturate;
         }
       }
@@ -482,6 +484,34 @@ TEST(LowpFormatsBatch, BatchRoundingFormulationMatchesTheReferenceOnEveryUpperHa
   check(codec::E4M3{}, "e4m3");
   check(codec::E5M2{}, "e5m2");
   check(codec::E2M1{}, "e2m1");
+}
+
+TEST(LowpFormatsBatch, BatchRoundingFormulationMatchesTheReferenceOnEveryUpperHalf) {
+  expect_every_upper_half_agrees(5, [](auto format, uint32_t bits, bool saturate, std::mt19937&) {
+    using F = decltype(format);
+    const bool same =
+        codec::encode_rne_batch<F>(bits, saturate) == codec::encode_rne<F>(bits, saturate);
+    return std::string(same ? "" : " (round to nearest)");
+  });
+}
+
+// Stochastic rounding: each pattern with random bits at the edges of the round-up decision (none,
+// all, the top bit alone or all but it) and three random ones.
+TEST(LowpFormatsBatch, BatchStochasticFormulationMatchesTheReferenceOnEveryUpperHalf) {
+  expect_every_upper_half_agrees(
+      6, [](auto format, uint32_t bits, bool saturate, std::mt19937& rng) {
+        using F = decltype(format);
+        for (uint32_t random : {0u, ~0u, 0x80000000u, 0x7fffffffu, uint32_t(rng()), uint32_t(rng()),
+                                uint32_t(rng())}) {
+          if (codec::encode_stochastic_batch<F>(bits, random, saturate) !=
+              codec::encode_stochastic<F>(bits, random, saturate)) {
+            std::ostringstream what;
+            what << " random 0x" << std::hex << random;
+            return what.str();
+          }
+        }
+        return std::string();
+      });
 }
 
 TEST(LowpFormatsBatch, EncodeMatchesScalarBitForBit) {
