@@ -9,11 +9,14 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "core/error.h"
 #include "core/lowp/formats.h"
+#include "core/lowp/quant_check.h"
 #include "core/ops.h"
 #include "core/tensor_host.h"
 #include "tests/ops/lowp_test_util.h"
@@ -231,30 +234,53 @@ TEST(Quantize, Nvfp4GlobalAndBlockScales) {
   EXPECT_EQ(r.amax, 12.0f);
 }
 
-// Quantizing in^T (in: (K, R)) gives the codes and scales of quantizing the transpose itself.
+// Quantizing in^T (in: (K, R)) gives the codes, scales and statistics of quantizing the transpose
+// itself. The second shape spans several of the strip path's column tiles (256 columns of in, the
+// last one partial), blocks taller than its strips (the per-tensor spec's 600 rows), and 1 x 128
+// blocks whose last one is partial; an imposed multiplier (delayed scaling) goes through it too.
 TEST(Quantize, TransposedInputMatchesTheTranspose) {
-  const int64_t R = 45, K = 70;
-  std::mt19937_64 rng(11);
-  std::vector<float> kr = spread_values(rng, K * R);  // (K, R)
-  // A NaN is ignored by every amax: here in block column 1 of quantized row 7 (input row 20).
-  kr[size_t(20 * R + 7)] = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> rk(size_t(R * K));
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t k = 0; k < K; ++k) rk[size_t(r * K + k)] = kr[size_t(k * R + r)];
   const QuantSpec specs[] = {spec(Format::e4m3, ScaleRule::e8m0_floor, 1, 32),
+                             spec(Format::e4m3, ScaleRule::f32_amax, 1, 128),
+                             spec(Format::e5m2, ScaleRule::f32_amax, 1, 16),
                              spec(Format::e4m3, ScaleRule::f32_amax, 128, 128),
                              spec(Format::e4m3, ScaleRule::f32_amax, 16, 16),
                              spec(Format::e2m1, ScaleRule::nvfp4, 1, 16),
                              spec(Format::e5m2, ScaleRule::f32_amax, 0, 0)};
-  for (DType in_dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (const QuantSpec& s : specs) {
-      SCOPED_TRACE(lowp::describe(s) + " " + std::string(dtype_name(in_dtype)));
-      lowp::QTensor direct = quantize_values(cpu(), rk, R, K, s, in_dtype);
-      Tensor in = tensor_from_floats(kr, {K, R}, in_dtype, cpu());
-      lowp::QTensor t = lowp::QTensor::empty(s, R, K, cpu());
-      ops::quantize({.q = t, .in = in, .transpose = true});
-      EXPECT_EQ(download_bytes(t.codes), download_bytes(direct.codes));
-      EXPECT_EQ(download_bytes(t.scales), download_bytes(direct.scales));
+  for (auto [R, K] : {std::pair<int64_t, int64_t>{45, 70}, {300, 600}}) {
+    std::mt19937_64 rng(11);
+    std::vector<float> kr = spread_values(rng, K * R);  // (K, R)
+    // A NaN is ignored by every amax: here in block column 1 of quantized row 7 (input row 20).
+    kr[size_t(20 * R + 7)] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> rk(size_t(R * K));
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t k = 0; k < K; ++k) rk[size_t(r * K + k)] = kr[size_t(k * R + r)];
+    for (DType in_dtype : {DType::f32, DType::bf16, DType::f16}) {
+      for (const QuantSpec& s : specs) {
+        for (float multiplier : {0.0f, 0.75f}) {
+          if (multiplier > 0 && !lowp::is_per_tensor(s, R, K)) continue;
+          SCOPED_TRACE(lowp::describe(s) + " " + std::string(dtype_name(in_dtype)) + " " +
+                       std::to_string(R) + "x" + std::to_string(K) + " multiplier " +
+                       std::to_string(multiplier));
+          auto quantized = [&](const std::vector<float>& values, Shape shape, bool transpose) {
+            lowp::QTensor q = lowp::QTensor::empty(s, R, K, cpu());
+            Tensor stats = Tensor::empty({2}, DType::f32, cpu());
+            ops::quantize({.q = q,
+                           .stats = stats,
+                           .in = tensor_from_floats(values, shape, in_dtype, cpu()),
+                           .transpose = transpose,
+                           .multiplier = multiplier});
+            return std::tuple{download_bytes(q.codes), download_bytes(q.scales),
+                              tensor_to_floats(stats)};
+          };
+          const auto [codes, scales, stats] = quantized(kr, {K, R}, true);
+          const auto [direct_codes, direct_scales, direct_stats] = quantized(rk, {R, K}, false);
+          EXPECT_EQ(codes, direct_codes);
+          EXPECT_EQ(scales, direct_scales);
+          EXPECT_EQ(stats, direct_stats);
+          // The floor rule saturates some values: their count is compared, not only zeros.
+          if (s.rule == ScaleRule::e8m0_floor) EXPECT_GT(stats[1], 0.0f);
+        }
+      }
     }
   }
 }

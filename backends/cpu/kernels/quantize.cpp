@@ -5,9 +5,11 @@
 // transpose. br x bc: block extents (0 in the spec = the whole dimension); GR x GC: the scale grid
 // (ceil(R / br), ceil(K / bc)); P = 32: rows per panel.
 //
-// Algorithm. The matrix is read in panels of P rows: f32 and bf16 rows in place (bf16 amaxes on
-// the bit patterns, values widened as they are scaled into the row buffer), f16 rows widened, and
-// a transposed input gathered by 8 x 8 register tiles (transpose.h) into a P x K FP32 scratch
+// Algorithm. A transposed f32 or bf16 input with one-byte codes rounded to nearest is encoded
+// from its own rows in strips, the codes transposed as bytes afterwards (encode_strips). Otherwise
+// the matrix is read in panels of P rows: f32 and bf16 rows in place (bf16 amaxes on the bit
+// patterns, values widened as they are scaled into the row buffer), f16 rows widened, and a
+// transposed input gathered by 8 x 8 register tiles (transpose.h) into a P x K FP32 scratch
 // whose row stride avoids multiples of 4 KiB. Threads take contiguous runs of panels. Per row:
 //   fused (1 x bc blocks, f32_amax or e8m0_*; or an imposed multiplier): each segment's amax and
 //     block scale while the row is in L1, then the encode: one pass over the input;
@@ -32,6 +34,7 @@
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/element.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/quantize_rows.h"
 #include "backends/cpu/kernels/scratch.h"
 #include "backends/cpu/kernels/transpose.h"
 #include "core/error.h"
@@ -44,92 +47,7 @@ namespace {
 using lowp::BlockScale;
 using lowp::Format;
 using lowp::ScaleRule;
-
-constexpr int64_t kPanel = 32;
-
-// One thread's statistics, on its own cache line: the codec's saturated count (its amax is not
-// taken: the quantizer has the input's, below, and the codec would see pre-scaled rows) and the
-// input's amax.
-struct alignas(64) PartStats {
-  lowp::EncodeStats codec{.track_amax = false};
-  float amax = 0;
-};
-
-struct Geometry {
-  int64_t R = 0, K = 0;    // quantized matrix
-  int64_t br = 1, bc = 1;  // block extents
-  int64_t GR = 0, GC = 0;  // scale grid
-  int64_t ld = 0;          // row stride of a panel scratch: K padded off multiples of 4 KiB
-};
-
-// Rows of a panel: row i at rows + i * ld.
-struct Panel {
-  const float* rows;
-  int64_t ld;
-};
-
-// |x| as bits that order like |x| as unsigned integers, NaN as 0 (so a max ignores it): an
-// integer max reduction vectorises where a float one with NaN rules does not. (The NaN mask is
-// arithmetic: GCC 12 does not vectorise a select feeding the max.) A bf16 value is handled on its
-// 16-bit pattern, NaN above 0x7f80, without widening.
-inline uint32_t magnitude_bits(float x) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x) & 0x7fffffffu;
-  return bits & (0u - uint32_t(bits <= 0x7f800000u));
-}
-inline uint16_t magnitude_bits(bf16_t x) {
-  const uint16_t bits = x.bits & 0x7fffu;
-  return uint16_t(bits & uint16_t(0u - uint16_t(bits <= 0x7f80u)));
-}
-inline float from_magnitude_bits(uint32_t bits) {
-  return std::bit_cast<float>(bits);
-}
-inline float from_magnitude_bits(uint16_t bits) {
-  return std::bit_cast<float>(uint32_t(bits) << 16);
-}
-
-// Largest |x| of n f32 or bf16 values, NaN ignored; exact (a bf16 value is an FP32 one).
-template <class X>
-float abs_max(const X* x, int64_t n) {
-  decltype(magnitude_bits(X{})) m = 0;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, magnitude_bits(x[i]));
-  return from_magnitude_bits(m);
-}
-
-inline float as_float(float x) {
-  return x;
-}
-inline float as_float(bf16_t x) {
-  return bf16_to_f32(x.bits);
-}
-
-// Rows [r0, r0 + n) of the (R, K) matrix as FP32, n <= kPanel: in place for row-major f32, else
-// gathered into `scratch` (kPanel * g.ld floats). The padded stride keeps the n rows a tile
-// writes in distinct cache sets.
-template <class T>
-Panel read_panel(const T* in, const Geometry& g, bool transpose, int64_t r0, int64_t n,
-                 float* scratch) {
-  const int64_t K = g.K, ld = g.ld;
-  if (!transpose) {
-    if constexpr (std::is_same_v<T, float>) {
-      return {in + r0 * K, K};
-    } else {
-      for (int64_t i = 0; i < n; ++i) to_floats(in + (r0 + i) * K, K, scratch + i * ld);
-      return {scratch, ld};
-    }
-  }
-  // in is (K, R): element (r, k) is in[k * R + r].
-  transpose_to_f32(in + r0, g.R, K, n, scratch, ld);
-  return {scratch, ld};
-}
-
-// Stores one block's scale in the scales tensor (f32, E8M0 byte or E4M3 byte).
-void store_scale(void* scales, ScaleRule rule, int64_t index, const BlockScale& s) {
-  if (rule == ScaleRule::f32_amax) {
-    static_cast<float*>(scales)[index] = s.scale;
-  } else {
-    static_cast<uint8_t*>(scales)[index] = s.code;
-  }
-}
+using namespace quantize_detail;
 
 class Quantizer {
  public:
@@ -340,18 +258,103 @@ class Quantizer {
     return tensor_amax;
   }
 
+  // Whether the transposed orientation is encoded from in's own rows (encode_strips): one-byte
+  // codes by round to nearest, from f32 or bf16, with blocks of at most kMaxStripRows rows of in
+  // where their amax is taken here. Stochastic rounding draws by the quantized element's index,
+  // which runs across in's rows, and E2M1 packs code pairs along them: both keep the FP32 panels.
+  template <class T>
+  bool encodes_strips() const {
+    return args_.transpose && !args_.stochastic && info_->bits == 8 && !std::is_same_v<T, f16_t> &&
+           (!fused() || imposed() || g_.bc <= kMaxStripRows);
+  }
+
+  // The strip path's tasks (encode_strips).
+  struct StripGrid {
+    int64_t rows;       // of in per strip
+    int64_t per_block;  // strips per column block
+    int64_t col_tiles;  // kStripCols-wide tiles of in's columns
+    int64_t tasks;      // column blocks x per_block x col_tiles
+  };
+  StripGrid strip_grid() const {
+    StripGrid s{};
+    s.rows = fused() && !imposed() ? g_.bc : std::min(g_.bc, kMaxStripRows);
+    s.per_block = ceil_div(g_.bc, s.rows);
+    s.col_tiles = ceil_div(g_.R, kStripCols);
+    s.tasks = g_.GC * s.per_block * s.col_tiles;
+    return s;
+  }
+
+  // The transposed orientation from in's own rows. in is (K, R), so column block c of every
+  // quantized row lies in in's rows [c bc, (c + 1) bc). A task takes a strip of those rows (the
+  // whole block where its amax is taken here, else at most kMaxStripRows of it) and kStripCols of
+  // in's columns: the fused rule's block amaxes are the strip's column maxima (a running max along
+  // in's contiguous rows); each strip row is scaled by its columns' multipliers and encoded as it
+  // lies, into a tile that is then transposed as bytes into the codes (transpose_bytes). The same
+  // bits as the panel path (x * m encoded with multiplier 1, as encode_row does) without an FP32
+  // transpose. `multiplier`: the two-pass path's per block, else null.
+  template <class T>
+  void encode_strips(const T* in, const float* multiplier, Stream& stream,
+                     std::vector<PartStats>& part_stats) {
+    const int64_t R = g_.R, K = g_.K, bc = g_.bc;
+    const StripGrid grid = strip_grid();
+    const int64_t rows = grid.rows, per_block = grid.per_block, col_tiles = grid.col_tiles;
+    const int64_t tasks = grid.tasks, parts = int64_t(part_stats.size());
+    ScratchBuffer<uint8_t> tiles(stream, size_t(parts * rows * kStripCols));
+    ScratchBuffer<float> bufs(stream, size_t(parts * 2 * kStripCols));
+    parallel_for(parts, ceil_div(R * K, parts) * 4, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        uint8_t* tile = tiles.data() + p * rows * kStripCols;
+        float* m = bufs.data() + p * 2 * kStripCols;
+        float* buf = m + kStripCols;
+        PartStats& st = part_stats[size_t(p)];
+        for (int64_t t = tasks * p / parts; t < tasks * (p + 1) / parts; ++t) {
+          const int64_t c = t / (per_block * col_tiles), s = t / col_tiles % per_block;
+          const int64_t r0 = t % col_tiles * kStripCols, w = std::min(kStripCols, R - r0);
+          const int64_t k0 = c * bc + s * rows, k1 = std::min({k0 + rows, (c + 1) * bc, K});
+          if (k0 >= k1) continue;  // the last block is shorter than the others
+          if (fused()) {           // column maxima of the strip: block amaxes (or the input's)
+            decltype(magnitude_bits(T{})) most[kStripCols] = {};
+            for (int64_t k = k0; k < k1; ++k)
+              for (int64_t i = 0; i < w; ++i)
+                most[i] = std::max(most[i], magnitude_bits(in[k * R + r0 + i]));
+            for (int64_t i = 0; i < w; ++i) {
+              const float a = from_magnitude_bits(most[i]);
+              st.amax = std::max(st.amax, a);
+              if (imposed()) {
+                m[i] = args_.multiplier;
+                continue;
+              }
+              const BlockScale bs = scale_of(a, 0, 0);
+              store_scale(scales_, q_.spec.rule, (r0 + i) * g_.GC + c, bs);
+              m[i] = bs.multiplier;
+            }
+          } else {
+            for (int64_t i = 0; i < w; ++i) m[i] = multiplier[((r0 + i) / g_.br) * g_.GC + c];
+          }
+          for (int64_t k = k0; k < k1; ++k) {
+            const T* x = in + k * R + r0;
+            for (int64_t i = 0; i < w; ++i) buf[i] = as_float(x[i]) * m[i];
+            lowp::encode_n(q_.spec.element, buf, w, 1.0f, tile + (k - k0) * kStripCols,
+                           args_.overflow, &st.codec);
+          }
+          transpose_bytes(tile, kStripCols, k1 - k0, 0, w, codes_ + r0 * K + k0, K);
+        }
+      }
+    });
+  }
+
   template <class T>
   lowp::EncodeStats quantize(const T* in, Stream& stream) {
     codes_ = static_cast<uint8_t*>(q_.codes.data());
     scales_ = q_.scales.data();
     // bf16 rows are read in place (amaxes on their bit patterns, widened while scaled into the
-    // row buffer); transposed and f16 inputs through panels of FP32 rows.
-    constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
-    const bool needs_scratch = args_.transpose || std::is_same_v<T, f16_t>;
-    const int64_t parts = std::min<int64_t>(kernel_threads(), ceil_div(g_.R, kPanel));
+    // row buffer); f16 inputs, and transposed ones the strip path does not take, through panels
+    // of FP32 rows.
+    const bool strips = encodes_strips<T>();
+    const bool needs_scratch = (args_.transpose && !strips) || std::is_same_v<T, f16_t>;
+    const int64_t parts =
+        std::min<int64_t>(kernel_threads(), strips ? strip_grid().tasks : ceil_div(g_.R, kPanel));
     ScratchBuffer<float> scratch(stream, needs_scratch ? size_t(parts * kPanel * g_.ld) : 1);
-    ScratchBuffer<float> row_buf(stream, size_t(parts * g_.ld));
-    ScratchBuffer<float> row_mult(stream, size_t(parts * g_.GC));
     std::vector<PartStats> part_stats(static_cast<size_t>(parts));
 
     std::vector<float> multiplier;  // two-pass path: per block
@@ -361,22 +364,44 @@ class Quantizer {
     } else if (!fused()) {
       amax = block_multipliers(in, stream, parts, scratch.data(), multiplier);
     }
+    if constexpr (!std::is_same_v<T, f16_t>) {
+      if (strips) encode_strips(in, fused() ? nullptr : multiplier.data(), stream, part_stats);
+    }
+    if (!strips) encode_panels(in, multiplier, stream, scratch.data(), part_stats);
+    lowp::EncodeStats total;
+    total.amax = amax;
+    for (const PartStats& part : part_stats) {
+      total.amax = std::max(total.amax, part.amax);
+      total.saturated += part.codec.saturated;
+    }
+    return total;
+  }
+
+  // Pass 2 (or the fused path) by panels of quantized rows.
+  template <class T>
+  void encode_panels(const T* in, const std::vector<float>& multiplier, Stream& stream,
+                     float* scratch, std::vector<PartStats>& part_stats) {
+    constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
+    const auto parts = int64_t(part_stats.size());
+    ScratchBuffer<float> row_buf(stream, size_t(parts * g_.ld));
+    ScratchBuffer<float> row_mult(stream, size_t(parts * g_.GC));
     for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
       Panel panel{};
       if (!kBf16 || args_.transpose)
-        panel = read_panel(in, g_, args_.transpose, r0, n, scratch.data() + p * kPanel * g_.ld);
+        panel = read_panel(in, g_, args_.transpose, r0, n, scratch + p * kPanel * g_.ld);
       PartStats& st = part_stats[size_t(p)];
-      float* m = row_mult.data() + p * g_.GC;
+      float* own = row_mult.data() + p * g_.GC;  // the fused path's multipliers of a row
       auto encode = [&](int64_t r, const auto* x) {
+        const float* m = own;
         if (imposed()) {  // one block
-          m[0] = args_.multiplier;
+          own[0] = args_.multiplier;
           st.amax = std::max(st.amax, abs_max(x, g_.K));
         } else if (fused()) {  // 1 x bc blocks: block (r, c) is segment c of this row
           for (int64_t c = 0; c < g_.GC; ++c) {
             const float a = segment_amax(x, c);
             const BlockScale s = scale_of(a, 0, 0);
             store_scale(scales_, q_.spec.rule, r * g_.GC + c, s);
-            m[c] = s.multiplier;
+            own[c] = s.multiplier;
             st.amax = std::max(st.amax, a);
           }
         } else {
@@ -394,13 +419,6 @@ class Quantizer {
         encode(r0 + i, panel.rows + i * panel.ld);
       }
     });
-    lowp::EncodeStats total;
-    total.amax = amax;
-    for (const PartStats& part : part_stats) {
-      total.amax = std::max(total.amax, part.amax);
-      total.saturated += part.codec.saturated;
-    }
-    return total;
   }
 
   const QuantizeArgs& args_;

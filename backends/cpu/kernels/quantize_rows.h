@@ -1,0 +1,110 @@
+// The CPU quantizer's row primitives (backends/cpu/kernels/quantize.cpp): its geometry, panels of
+// FP32 rows, NaN-ignoring amaxes on bit patterns, and where a block's scale is stored.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cpu/kernels/cpu_floats.h"
+#include "backends/cpu/kernels/element.h"
+#include "backends/cpu/kernels/transpose.h"
+#include "core/lowp/block_scale.h"
+#include "core/lowp/formats.h"
+#include "core/lowp/quant_spec.h"
+
+namespace h2::cpu::quantize_detail {
+
+using lowp::BlockScale;
+using lowp::ScaleRule;
+
+constexpr int64_t kPanel = 32;
+constexpr int64_t kStripCols = 256;     // the strip path: columns of a transposed input per task
+constexpr int64_t kMaxStripRows = 256;  // and at most its rows (a block's, where the amax is taken)
+
+// One thread's statistics, on its own cache line: the codec's saturated count (its amax is not
+// taken: the quantizer has the input's, below, and the codec would see pre-scaled rows) and the
+// input's amax.
+struct alignas(64) PartStats {
+  lowp::EncodeStats codec{.track_amax = false};
+  float amax = 0;
+};
+
+struct Geometry {
+  int64_t R = 0, K = 0;    // quantized matrix
+  int64_t br = 1, bc = 1;  // block extents
+  int64_t GR = 0, GC = 0;  // scale grid
+  int64_t ld = 0;          // row stride of a panel scratch: K padded off multiples of 4 KiB
+};
+
+// Rows of a panel: row i at rows + i * ld.
+struct Panel {
+  const float* rows;
+  int64_t ld;
+};
+
+// |x| as bits that order like |x| as unsigned integers, NaN as 0 (so a max ignores it): an
+// integer max reduction vectorises where a float one with NaN rules does not. (The NaN mask is
+// arithmetic: GCC 12 does not vectorise a select feeding the max.) A bf16 value is handled on its
+// 16-bit pattern, NaN above 0x7f80, without widening.
+inline uint32_t magnitude_bits(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x) & 0x7fffffffu;
+  return bits & (0u - uint32_t(bits <= 0x7f800000u));
+}
+inline uint16_t magnitude_bits(bf16_t x) {
+  const uint16_t bits = x.bits & 0x7fffu;
+  return uint16_t(bits & uint16_t(0u - uint16_t(bits <= 0x7f80u)));
+}
+inline float from_magnitude_bits(uint32_t bits) {
+  return std::bit_cast<float>(bits);
+}
+inline float from_magnitude_bits(uint16_t bits) {
+  return std::bit_cast<float>(uint32_t(bits) << 16);
+}
+
+// Largest |x| of n f32 or bf16 values, NaN ignored; exact (a bf16 value is an FP32 one).
+template <class X>
+inline float abs_max(const X* x, int64_t n) {
+  decltype(magnitude_bits(X{})) m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, magnitude_bits(x[i]));
+  return from_magnitude_bits(m);
+}
+
+inline float as_float(float x) {
+  return x;
+}
+inline float as_float(bf16_t x) {
+  return bf16_to_f32(x.bits);
+}
+
+// Rows [r0, r0 + n) of the (R, K) matrix as FP32, n <= kPanel: in place for row-major f32, else
+// gathered into `scratch` (kPanel * g.ld floats). The padded stride keeps the n rows a tile
+// writes in distinct cache sets.
+template <class T>
+inline Panel read_panel(const T* in, const Geometry& g, bool transpose, int64_t r0, int64_t n,
+                        float* scratch) {
+  const int64_t K = g.K, ld = g.ld;
+  if (!transpose) {
+    if constexpr (std::is_same_v<T, float>) {
+      return {in + r0 * K, K};
+    } else {
+      for (int64_t i = 0; i < n; ++i) to_floats(in + (r0 + i) * K, K, scratch + i * ld);
+      return {scratch, ld};
+    }
+  }
+  // in is (K, R): element (r, k) is in[k * R + r].
+  transpose_to_f32(in + r0, g.R, K, n, scratch, ld);
+  return {scratch, ld};
+}
+
+// Stores one block's scale in the scales tensor (f32, E8M0 byte or E4M3 byte).
+inline void store_scale(void* scales, ScaleRule rule, int64_t index, const BlockScale& s) {
+  if (rule == ScaleRule::f32_amax) {
+    static_cast<float*>(scales)[index] = s.scale;
+  } else {
+    static_cast<uint8_t*>(scales)[index] = s.code;
+  }
+}
+
+}  // namespace h2::cpu::quantize_detail
