@@ -144,15 +144,18 @@ void encode_rne_n(const float* in, int64_t n, float multiplier, uint8_t* out, bo
   }
 }
 
-template <class F>
+// Element i draws counter_random(seed, first_index + i * index_stride); a stride of 1 is its own
+// instantiation (kStrided false), so that the common loop keeps its plain index.
+template <class F, bool kStrided>
 void encode_stochastic_chunks(const float* in, int64_t n, float multiplier, uint64_t seed,
-                              uint64_t first_index, uint8_t* out, bool saturate,
-                              EncodeStats* stats) {
+                              uint64_t first_index, uint64_t index_stride, uint8_t* out,
+                              bool saturate, EncodeStats* stats) {
   const uint64_t key = codec::random_key(seed);
-  auto code_of = [key, first_index](bool sat) {
-    return [key, first_index, sat](uint32_t bits, int64_t i) {
-      const uint32_t random =
-          codec::counter_random_from_key(key, first_index + static_cast<uint64_t>(i));
+  auto code_of = [key, first_index, index_stride](bool sat) {
+    return [key, first_index, index_stride, sat](uint32_t bits, int64_t i) {
+      const uint64_t step =
+          kStrided ? static_cast<uint64_t>(i) * index_stride : static_cast<uint64_t>(i);
+      const uint32_t random = codec::counter_random_from_key(key, first_index + step);
       return codec::encode_stochastic_batch<F>(bits, random, sat);
     };
   };
@@ -355,8 +358,18 @@ void encode_stochastic_n(Format f, const float* in, int64_t n, float multiplier,
                          uint64_t first_index, uint8_t* out, Overflow overflow,
                          EncodeStats* stats) {
   with_element_format(f, "encode_stochastic_n", [&](auto format) {
-    encode_stochastic_chunks<decltype(format)>(in, n, multiplier, seed, first_index, out,
-                                               saturates(overflow), stats);
+    encode_stochastic_chunks<decltype(format), false>(in, n, multiplier, seed, first_index, 1, out,
+                                                      saturates(overflow), stats);
+  });
+}
+
+H2_AVX512_CLONE
+void encode_stochastic_strided_n(Format f, const float* in, int64_t n, float multiplier,
+                                 uint64_t seed, uint64_t first_index, uint64_t index_stride,
+                                 uint8_t* out, Overflow overflow, EncodeStats* stats) {
+  with_element_format(f, "encode_stochastic_strided_n", [&](auto format) {
+    encode_stochastic_chunks<decltype(format), true>(in, n, multiplier, seed, first_index,
+                                                     index_stride, out, saturates(overflow), stats);
   });
 }
 

@@ -101,6 +101,14 @@ void encode_stochastic_n(Format f, const float* in, int64_t n, float multiplier,
                          uint64_t first_index, uint8_t* out, Overflow overflow = Overflow::saturate,
                          EncodeStats* stats = nullptr);
 
+// As encode_stochastic_n with element i using counter_random(seed, first_index + i *
+// index_stride): for elements adjacent in memory that are index_stride apart in the quantized
+// matrix (a transposed input encoded along its own rows).
+void encode_stochastic_strided_n(Format f, const float* in, int64_t n, float multiplier,
+                                 uint64_t seed, uint64_t first_index, uint64_t index_stride,
+                                 uint8_t* out, Overflow overflow = Overflow::saturate,
+                                 EncodeStats* stats = nullptr);
+
 // out[i] = decode(f, code of element i) * multiplier (E2M1 unpacked from `in`).
 void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* out);
 

@@ -235,9 +235,11 @@ TEST(Quantize, Nvfp4GlobalAndBlockScales) {
 }
 
 // Quantizing in^T (in: (K, R)) gives the codes, scales and statistics of quantizing the transpose
-// itself. The second shape spans several of the strip path's column tiles (256 columns of in, the
-// last one partial), blocks taller than its strips (the per-tensor spec's 600 rows), and 1 x 128
-// blocks whose last one is partial; an imposed multiplier (delayed scaling) goes through it too.
+// itself, also with stochastic rounding (draws indexed by the quantized element). The second shape
+// spans several of the strip path's column tiles (256 columns of in, the last one partial), blocks
+// taller than its strips (the per-tensor spec's 600 rows), and 1 x 128 blocks whose last one is
+// partial; the first has an odd R (E2M1 tiles with a padding nibble); an imposed multiplier
+// (delayed scaling) goes through it too.
 TEST(Quantize, TransposedInputMatchesTheTranspose) {
   const QuantSpec specs[] = {spec(Format::e4m3, ScaleRule::e8m0_floor, 1, 32),
                              spec(Format::e4m3, ScaleRule::f32_amax, 1, 128),
@@ -256,11 +258,12 @@ TEST(Quantize, TransposedInputMatchesTheTranspose) {
       for (int64_t k = 0; k < K; ++k) rk[size_t(r * K + k)] = kr[size_t(k * R + r)];
     for (DType in_dtype : {DType::f32, DType::bf16, DType::f16}) {
       for (const QuantSpec& s : specs) {
-        for (float multiplier : {0.0f, 0.75f}) {
+        for (auto [multiplier, stochastic] :
+             {std::pair{0.0f, false}, std::pair{0.75f, false}, std::pair{0.0f, true}}) {
           if (multiplier > 0 && !lowp::is_per_tensor(s, R, K)) continue;
           SCOPED_TRACE(lowp::describe(s) + " " + std::string(dtype_name(in_dtype)) + " " +
                        std::to_string(R) + "x" + std::to_string(K) + " multiplier " +
-                       std::to_string(multiplier));
+                       std::to_string(multiplier) + (stochastic ? " stochastic" : ""));
           auto quantized = [&](const std::vector<float>& values, Shape shape, bool transpose) {
             lowp::QTensor q = lowp::QTensor::empty(s, R, K, cpu());
             Tensor stats = Tensor::empty({2}, DType::f32, cpu());
@@ -268,7 +271,10 @@ TEST(Quantize, TransposedInputMatchesTheTranspose) {
                            .stats = stats,
                            .in = tensor_from_floats(values, shape, in_dtype, cpu()),
                            .transpose = transpose,
-                           .multiplier = multiplier});
+                           .multiplier = multiplier,
+                           .stochastic = stochastic,
+                           .seed = 5,
+                           .first_index = 1000});
             return std::tuple{download_bytes(q.codes), download_bytes(q.scales),
                               tensor_to_floats(stats)};
           };

@@ -258,61 +258,71 @@ class Quantizer {
     return tensor_amax;
   }
 
-  // Whether the transposed orientation is encoded from in's own rows (encode_strips): one-byte
-  // codes by round to nearest, from f32 or bf16, with blocks of at most kMaxStripRows rows of in
-  // where their amax is taken here. Stochastic rounding draws by the quantized element's index,
-  // which runs across in's rows, and E2M1 packs code pairs along them: both keep the FP32 panels.
+  // Whether the transposed orientation is encoded from in's own rows (encode_strips): f32 or
+  // bf16 input, blocks of at most kMaxStripRows rows of in where their amax is taken here, and for
+  // E2M1 strips that start on even rows of in (codes pair up along them). Not for two-pass
+  // one-row blocks (nvfp4): a strip would gather one multiplier per column of in at every block
+  // boundary, and measured slower than the panels (dy^T 1.08x).
   template <class T>
   bool encodes_strips() const {
-    return args_.transpose && !args_.stochastic && info_->bits == 8 && !std::is_same_v<T, f16_t> &&
-           (!fused() || imposed() || g_.bc <= kMaxStripRows);
+    if (!args_.transpose || std::is_same_v<T, f16_t>) return false;
+    if (block_amax_in_strips() && g_.bc > kMaxStripRows) return false;
+    if (!fused() && g_.br == 1 && g_.R > 1) return false;
+    return info_->bits == 8 || strip_grid().rows % 2 == 0 || g_.K <= strip_grid().rows;
   }
 
-  // The strip path's tasks (encode_strips).
+  // Whether a strip is one column block, whose amaxes it takes (the fused rules), rather than
+  // kMaxStripRows rows with multipliers known beforehand (two-pass, imposed).
+  bool block_amax_in_strips() const { return fused() && !imposed(); }
+
+  // The strip path's tasks (encode_strips): strips of `rows` rows of in times col_tiles tiles of
+  // kStripCols columns.
   struct StripGrid {
-    int64_t rows;       // of in per strip
-    int64_t per_block;  // strips per column block
-    int64_t col_tiles;  // kStripCols-wide tiles of in's columns
-    int64_t tasks;      // column blocks x per_block x col_tiles
+    int64_t rows, strips, col_tiles, tasks;
   };
   StripGrid strip_grid() const {
     StripGrid s{};
-    s.rows = fused() && !imposed() ? g_.bc : std::min(g_.bc, kMaxStripRows);
-    s.per_block = ceil_div(g_.bc, s.rows);
+    s.rows = block_amax_in_strips() ? g_.bc : kMaxStripRows;
+    s.strips = ceil_div(g_.K, s.rows);
     s.col_tiles = ceil_div(g_.R, kStripCols);
-    s.tasks = g_.GC * s.per_block * s.col_tiles;
+    s.tasks = s.strips * s.col_tiles;
     return s;
   }
 
   // The transposed orientation from in's own rows. in is (K, R), so column block c of every
-  // quantized row lies in in's rows [c bc, (c + 1) bc). A task takes a strip of those rows (the
-  // whole block where its amax is taken here, else at most kMaxStripRows of it) and kStripCols of
-  // in's columns: the fused rule's block amaxes are the strip's column maxima (a running max along
-  // in's contiguous rows); each strip row is scaled by its columns' multipliers and encoded as it
-  // lies, into a tile that is then transposed as bytes into the codes (transpose_bytes). The same
-  // bits as the panel path (x * m encoded with multiplier 1, as encode_row does) without an FP32
-  // transpose. `multiplier`: the two-pass path's per block, else null.
+  // quantized row lies in in's rows [c bc, (c + 1) bc). A task takes a strip of in's rows (one
+  // column block where its amax is taken here, else kMaxStripRows rows) and kStripCols of in's
+  // columns: the fused rule's block amaxes are the strip's column maxima (a running max along in's
+  // contiguous rows); each strip row is scaled by its columns' multipliers and encoded as it lies
+  // (stochastic rounding drawing by the quantized elements' indices, K apart along in's row), into
+  // a tile that is then transposed into the codes: as bytes (transpose_bytes), E2M1's nibble pairs
+  // first regrouped (pair_rows). The same bits as the panel path (x * m encoded with multiplier 1,
+  // as encode_row does) without an FP32 transpose. `multiplier`: the two-pass path's per block,
+  // else null.
   template <class T>
   void encode_strips(const T* in, const float* multiplier, Stream& stream,
                      std::vector<PartStats>& part_stats) {
     const int64_t R = g_.R, K = g_.K, bc = g_.bc;
     const StripGrid grid = strip_grid();
-    const int64_t rows = grid.rows, per_block = grid.per_block, col_tiles = grid.col_tiles;
+    const int64_t rows = grid.rows, col_tiles = grid.col_tiles;
     const int64_t tasks = grid.tasks, parts = int64_t(part_stats.size());
-    ScratchBuffer<uint8_t> tiles(stream, size_t(parts * rows * kStripCols));
+    const bool packed = info_->bits == 4;
+    const int64_t row_bytes = packed ? (K + 1) / 2 : K;  // of a quantized row
+    // Per part: the encoded tile (rows x kStripCols bytes), E2M1's regrouped one (half of it),
+    // and the multipliers and scaled row of kStripCols floats each.
+    const int64_t tile_bytes = rows * kStripCols + (packed ? (rows + 1) / 2 * kStripCols : 0);
+    ScratchBuffer<uint8_t> tiles(stream, size_t(parts * tile_bytes));
     ScratchBuffer<float> bufs(stream, size_t(parts * 2 * kStripCols));
     parallel_for(parts, ceil_div(R * K, parts) * 4, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
-        uint8_t* tile = tiles.data() + p * rows * kStripCols;
+        uint8_t* tile = tiles.data() + p * tile_bytes;
         float* m = bufs.data() + p * 2 * kStripCols;
         float* buf = m + kStripCols;
         PartStats& st = part_stats[size_t(p)];
         for (int64_t t = tasks * p / parts; t < tasks * (p + 1) / parts; ++t) {
-          const int64_t c = t / (per_block * col_tiles), s = t / col_tiles % per_block;
           const int64_t r0 = t % col_tiles * kStripCols, w = std::min(kStripCols, R - r0);
-          const int64_t k0 = c * bc + s * rows, k1 = std::min({k0 + rows, (c + 1) * bc, K});
-          if (k0 >= k1) continue;  // the last block is shorter than the others
-          if (fused()) {           // column maxima of the strip: block amaxes (or the input's)
+          const int64_t k0 = t / col_tiles * rows, k1 = std::min(k0 + rows, K);
+          if (fused()) {  // column maxima of the strip: block amaxes (or the input's)
             decltype(magnitude_bits(T{})) most[kStripCols] = {};
             for (int64_t k = k0; k < k1; ++k)
               for (int64_t i = 0; i < w; ++i)
@@ -325,22 +335,55 @@ class Quantizer {
                 continue;
               }
               const BlockScale bs = scale_of(a, 0, 0);
-              store_scale(scales_, q_.spec.rule, (r0 + i) * g_.GC + c, bs);
+              store_scale(scales_, q_.spec.rule, (r0 + i) * g_.GC + k0 / bc, bs);
               m[i] = bs.multiplier;
             }
-          } else {
-            for (int64_t i = 0; i < w; ++i) m[i] = multiplier[((r0 + i) / g_.br) * g_.GC + c];
           }
           for (int64_t k = k0; k < k1; ++k) {
+            if (!fused() && (k == k0 || k % bc == 0)) {  // the multipliers of column block k / bc
+              const float* block = multiplier + k / bc;
+              for (int64_t i = 0; i < w; ++i) m[i] = block[((r0 + i) / g_.br) * g_.GC];
+            }
             const T* x = in + k * R + r0;
             for (int64_t i = 0; i < w; ++i) buf[i] = as_float(x[i]) * m[i];
-            lowp::encode_n(q_.spec.element, buf, w, 1.0f, tile + (k - k0) * kStripCols,
-                           args_.overflow, &st.codec);
+            uint8_t* out = tile + (k - k0) * kStripCols;
+            if (args_.stochastic) {
+              lowp::encode_stochastic_strided_n(q_.spec.element, buf, w, 1.0f, args_.seed,
+                                                args_.first_index + uint64_t(r0 * K + k),
+                                                uint64_t(K), out, args_.overflow, &st.codec);
+            } else {
+              lowp::encode_n(q_.spec.element, buf, w, 1.0f, out, args_.overflow, &st.codec);
+            }
           }
-          transpose_bytes(tile, kStripCols, k1 - k0, 0, w, codes_ + r0 * K + k0, K);
+          uint8_t* codes = codes_ + r0 * row_bytes + k0 / (packed ? 2 : 1);
+          if (!packed) {
+            transpose_bytes(tile, kStripCols, k1 - k0, 0, w, codes, row_bytes);
+          } else {
+            uint8_t* pairs = tile + rows * kStripCols;
+            const int64_t n_pairs = pair_rows(tile, k1 - k0, w, pairs);
+            transpose_bytes(pairs, kStripCols, n_pairs, 0, w, codes, row_bytes);
+          }
         }
       }
     });
+  }
+
+  // E2M1 tile rows (each w codes packed along it, kStripCols bytes apart) regrouped so that byte
+  // i of pair row j is quantized row i's byte for tile rows 2j and 2j + 1 (low nibble first; an
+  // odd last row pairs with 0, the padding nibble). Returns the number of pair rows.
+  static int64_t pair_rows(const uint8_t* tile, int64_t rows, int64_t w, uint8_t* pairs) {
+    const int64_t bytes = (w + 1) / 2;
+    uint8_t zeros[kStripCols / 2] = {};
+    for (int64_t j = 0; j < (rows + 1) / 2; ++j) {
+      const uint8_t* a = tile + 2 * j * kStripCols;
+      const uint8_t* b = 2 * j + 1 < rows ? a + kStripCols : zeros;
+      uint8_t* out = pairs + j * kStripCols;
+      for (int64_t i = 0; i < bytes; ++i) {  // codes 2i (low nibbles) and 2i + 1 (high)
+        out[2 * i] = uint8_t((a[i] & 0x0f) | (b[i] << 4));
+        out[2 * i + 1] = uint8_t((a[i] >> 4) | (b[i] & 0xf0));
+      }
+    }
+    return (rows + 1) / 2;
   }
 
   template <class T>

@@ -579,6 +579,27 @@ TEST(LowpFormatsBatch, StochasticMatchesScalarAndIsSplitInvariant) {
   }
 }
 
+// The strided form draws element i's bits at first_index + i * stride (the transposed quantizer's
+// indices), the rest as encode_stochastic_n.
+TEST(LowpFormatsBatch, StridedStochasticDrawsAtTheStridedIndices) {
+  const size_t n = 1001;
+  const uint64_t seed = 78, first_index = 5000, stride = 688;
+  for (Format f : kElementFormats) {
+    const auto x = mixed_inputs(f, n, 41 + static_cast<int>(f));
+    const size_t bytes = f == Format::e2m1 ? (n + 1) / 2 : n;
+    std::vector<uint8_t> out(bytes);
+    EncodeStats stats;
+    encode_stochastic_strided_n(f, x.data(), static_cast<int64_t>(n), 3.0f, seed, first_index,
+                                stride, out.data(), Overflow::saturate, &stats);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t random = counter_random(seed, first_index + i * stride);
+      ASSERT_EQ(code_at(f, out, i), encode_stochastic(f, x[i] * 3.0f, random, Overflow::saturate))
+          << name(f) << " i=" << i;
+    }
+    EXPECT_EQ(stats.saturated, direct_stats(f, x, 3.0f).saturated) << name(f);
+  }
+}
+
 TEST(LowpFormatsBatch, StatsAccumulateAcrossCalls) {
   const std::vector<float> a = {1.0f, -500.0f, kNaN, 2.0f};
   const std::vector<float> b = {-3.0f, 1000.0f, kInf, 0.5f};
