@@ -24,6 +24,10 @@ constexpr EnvKnob kKnobs[] = {
      "CPU allocator: caching (reuses blocks) or system (malloc/free)"},
     {"H2_CPU_GEMM", "onednn",
      "library of the CPU matmul op's GEMMs: onednn or openblas (docs/performance.md)"},
+    {"H2_CPU_KBLOCK_GEMM", "auto",
+     "who runs fp8_blockwise's GEMMs on the CPU: h2 (its AVX512_BF16 kernel promoting each K "
+     "block's sums in registers), onednn (one GEMM per K block, rescaled after), or auto (h2 where "
+     "the CPU has AVX512_BF16 and no AMX)"},
     {"H2_CPU_PEAK_GFLOPS", "0",
      "CPU peak FP32 GFLOP/s for MFU figures; 0 assumes 165 per thread (OpenBLAS SGEMM measured)"},
     {"H2_VCHIP_CONFIG", "",

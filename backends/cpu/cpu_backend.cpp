@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_peak.h"
 #include "backends/cpu/kernel_isa.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
+#include "backends/cpu/kernels/kblock_gemm.h"
 #include "core/env.h"
 #include "core/error.h"
 
@@ -42,6 +43,7 @@ CpuOptions CpuOptions::from_env() {
     H2_THROW(ConfigError, "H2_CPU_ALLOCATOR='{}' is not 'caching' or 'system'", allocator);
   options.caching_allocator = allocator == "caching";
   options.gemm = parse_gemm_provider(env_string("H2_CPU_GEMM"), "H2_CPU_GEMM");
+  options.h2_kblock_gemm = h2_kblock_gemm_from_env();
   return options;
 }
 
@@ -59,7 +61,7 @@ double HostEvent::elapsed_ms_since(const Event& start) const {
 
 CpuDevice::CpuDevice(const CpuOptions& options)
     : allocator_("cpu:0", 0, options.caching_allocator),
-      context_(options.gemm),
+      context_(options.gemm, options.h2_kblock_gemm),
       stream_(*this, context_) {
   peak_gflops_setting_ = options.peak_gflops;
   // isa_guard.cpp stopped the process at load already; this keeps that file linked into every
@@ -93,6 +95,19 @@ GemmProvider parse_gemm_provider(const std::string& name, const std::string& whe
   if (name == "onednn") return GemmProvider::onednn;
   if (name == "openblas") return GemmProvider::openblas;
   H2_THROW(ConfigError, "{}='{}' is not a GEMM library: use onednn or openblas", where, name);
+}
+
+bool h2_kblock_gemm_from_env() {
+  const std::string choice = env_string("H2_CPU_KBLOCK_GEMM");
+  if (choice == "onednn") return false;
+  if (choice == "auto") return kblock_gemm_runs_here() && !cpu_has_amx_bf16();
+  if (choice != "h2")
+    H2_THROW(ConfigError, "H2_CPU_KBLOCK_GEMM='{}' is not auto, h2 or onednn", choice);
+  if (!kblock_gemm_runs_here())
+    H2_THROW(ConfigError,
+             "H2_CPU_KBLOCK_GEMM=h2 needs AVX512F, AVX512BW and AVX512_BF16, which this CPU "
+             "lacks: use auto or onednn");
+  return true;
 }
 
 KernelContext& kernel_context(Stream& stream) {

@@ -18,7 +18,8 @@ struct CpuOptions {
   bool caching_allocator = true;
   double peak_gflops = 0;  // FP32 peak for MFU figures; 0: 165 per thread (measured SGEMM)
   GemmProvider gemm = GemmProvider::onednn;
-  // H2_NUM_THREADS, H2_CPU_ALLOCATOR, H2_CPU_PEAK_GFLOPS, H2_CPU_GEMM
+  bool h2_kblock_gemm = false;  // fp8_blockwise's GEMMs in H2's kernel (kernel_context.h)
+  // H2_NUM_THREADS, H2_CPU_ALLOCATOR, H2_CPU_PEAK_GFLOPS, H2_CPU_GEMM, H2_CPU_KBLOCK_GEMM
   static CpuOptions from_env();
 };
 

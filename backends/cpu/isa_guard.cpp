@@ -2,6 +2,8 @@
 // plain x86-64 baseline (never the kernels' -march). The check runs as a constructor ahead of
 // the default-priority static initializers, and uses no C++ library template (whose one linked
 // copy may come from a file built with the kernels' flags): only cpuid and C stdio.
+#include <cpuid.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -23,6 +25,12 @@ uint32_t cpu_isa_mask() {
   for (int i = 0; i < kIsaCount; ++i)
     if (has[i]) mask |= 1u << i;
   return mask;
+}
+
+bool cpu_has_amx_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (edx >> 22) & 1u;  // AMX-BF16 (GCC 12 and Clang 14 name it differently, if at all)
 }
 
 std::string isa_names(uint32_t mask) {

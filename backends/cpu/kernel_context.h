@@ -21,14 +21,24 @@ std::string gemm_provider_name(GemmProvider provider);
 // "onednn" or "openblas"; anything else throws ConfigError naming `where` and the value.
 GemmProvider parse_gemm_provider(const std::string& name, const std::string& where);
 
+// Whether fp8_blockwise's K-block GEMMs run in H2's kernel (kernels/kblock_gemm.h) rather than as
+// one oneDNN GEMM per block: H2_CPU_KBLOCK_GEMM (auto, h2 or onednn; ConfigError naming it for
+// anything else, or for h2 on a CPU without AVX512_BF16).
+bool h2_kblock_gemm_from_env();
+
 class KernelContext {
  public:
-  explicit KernelContext(GemmProvider gemm) : gemm_provider_(gemm) {}
+  explicit KernelContext(GemmProvider gemm, bool h2_kblock_gemm = false)
+      : gemm_provider_(gemm), h2_kblock_gemm_(h2_kblock_gemm) {}
   GemmProvider gemm_provider() const { return gemm_provider_; }
   OneDnnGemm& onednn() { return onednn_; }
+  bool h2_kblock_gemm() const { return h2_kblock_gemm_; }
+  // For tests that run both K-block routes on one CPU.
+  void set_h2_kblock_gemm(bool on) { h2_kblock_gemm_ = on; }
 
  private:
   GemmProvider gemm_provider_;
+  bool h2_kblock_gemm_;
   OneDnnGemm onednn_;
 };
 

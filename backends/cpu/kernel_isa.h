@@ -26,6 +26,10 @@ const char* kernel_arch();
 // The features of the running CPU (cpuid), from code built for the plain x86-64 baseline.
 uint32_t cpu_isa_mask();
 
+// Whether the running CPU has AMX with bf16 tiles (cpuid leaf 7: where oneDNN's tile kernels
+// outrun every AVX-512 GEMM).
+bool cpu_has_amx_bf16();
+
 // "avx2, fma": the names of `mask`'s bits.
 std::string isa_names(uint32_t mask);
 // The message for a CPU that lacks the features of `missing` (a mask), naming the build's -march

@@ -8,7 +8,9 @@
 #include <sstream>
 #include <string>
 
+#include "backends/cpu/kernel_context.h"
 #include "backends/cpu/kernel_isa.h"
+#include "core/error.h"
 
 namespace h2::cpu {
 namespace {
@@ -34,6 +36,39 @@ TEST(KernelIsa, TheRunningCpuMatchesProcCpuinfo) {
   for (int i = 0; i < kIsaCount; ++i)
     EXPECT_EQ((mask >> i) & 1, flags.count(kIsaNames[i]))
         << kIsaNames[i] << ": cpuid and /proc/cpuinfo disagree";
+}
+
+// AMX is read from cpuid leaf 7 directly; /proc/cpuinfo calls it amx_bf16.
+TEST(KernelIsa, AmxMatchesProcCpuinfo) {
+  const std::set<std::string> flags = proc_cpuinfo_flags();
+  if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
+  EXPECT_EQ(cpu_has_amx_bf16(), flags.count("amx_bf16") == 1);
+}
+
+// H2_CPU_KBLOCK_GEMM: auto follows the CPU (H2's kernel with AVX512_BF16 and no AMX), onednn is
+// never H2's, h2 is refused where the kernel cannot run, and anything else names the knob.
+TEST(KernelIsa, KBlockGemmKnob) {
+  const uint32_t needs = (1u << 5) | (1u << 6) | (1u << 8) | (1u << 9);  // f, bw, vl, bf16
+  const bool runs = (cpu_isa_mask() & needs) == needs;
+  setenv("H2_CPU_KBLOCK_GEMM", "auto", 1);
+  EXPECT_EQ(h2_kblock_gemm_from_env(), runs && !cpu_has_amx_bf16());
+  setenv("H2_CPU_KBLOCK_GEMM", "onednn", 1);
+  EXPECT_FALSE(h2_kblock_gemm_from_env());
+  setenv("H2_CPU_KBLOCK_GEMM", "h2", 1);
+  if (runs) {
+    EXPECT_TRUE(h2_kblock_gemm_from_env());
+  } else {
+    EXPECT_THROW(h2_kblock_gemm_from_env(), ConfigError);
+  }
+  setenv("H2_CPU_KBLOCK_GEMM", "fast", 1);
+  try {
+    h2_kblock_gemm_from_env();
+    ADD_FAILURE() << "no error for H2_CPU_KBLOCK_GEMM=fast";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("H2_CPU_KBLOCK_GEMM='fast'"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("H2_CPU_KBLOCK_GEMM");
 }
 
 TEST(KernelIsa, TheDefaultBuildNeedsExactlyX86_64_v3) {

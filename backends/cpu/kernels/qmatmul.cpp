@@ -34,6 +34,7 @@
 #include "backends/cpu/kernels/element.h"
 #include "backends/cpu/kernels/gemm_blas.h"
 #include "backends/cpu/kernels/gemm_onednn.h"
+#include "backends/cpu/kernels/kblock_gemm.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/quant_operand.h"
 #include "backends/cpu/kernels/scratch.h"
@@ -153,6 +154,10 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
   if (!bf16_gemms_apply(args, context) || a.rule() != ScaleRule::f32_amax ||
       b.rule() != ScaleRule::f32_amax || b.block_cols() != kb || kb % kKBlockAlign != 0)
     return false;
+  if (context.h2_kblock_gemm()) {  // products promoted per block in registers (kblock_gemm.h)
+    kblock_gemm(args, a, b, stream);
+    return true;
+  }
   const int64_t blocks = ceil_div(K, kb);
   auto width = [&](int64_t j) { return std::min(kb, K - j * kb); };
   // Code values of rows [first, first + rows) of q, row-major, one decode call per thread.

@@ -1,0 +1,219 @@
+// fp8_blockwise's GEMM with per-K-block promotion (kblock_gemm.h), for CPUs with AVX512_BF16.
+//
+// Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent, in J blocks
+// of kb columns (the last one possibly narrower); Kp: K rounded up to even, since vdpbf16ps takes
+// bf16 pairs along K (a zero pads an odd K). Tiles of out are MR x NR (12 x 32: 24 accumulator
+// registers, two of b's vectors and a broadcast of a's pair); P = ceil(N / NR) panels of b.
+//
+// Algorithm. b's codes are decoded once into panels packed as pairs: panel p holds rows [p NR,
+// (p + 1) NR) of b (zeros past N) as Kp / 2 pairs x NR columns x 2, so one 64-byte load is pair q
+// of 32 rows. a is decoded row-major (row stride Kp), at most kPanelRows rows at a time. Each
+// thread takes whole MR-row tiles and runs them across every panel: for each K block the tile's
+// products go into 24 registers, pair by pair (vdpbf16ps: each product of two bf16 values exact in
+// FP32, summed in FP32 in K order), and are then promoted into the tile's FP32 accumulator,
+// c += (alpha s_a(i) s_b(n)) * T(i, n), block after block, the first block starting from
+// beta * out; c is rounded to out's dtype once. These are the sums and promotions of qmatmul.cpp's
+// oneDNN route, in the same order, without its FP32 tiles of T in memory and the pass that
+// rescales them. The scales: s_a (M x J, alpha folded in) and s_b (J x P NR, zeros past N).
+#include "backends/cpu/kernels/kblock_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/kernels/cpu_floats.h"
+#include "backends/cpu/kernels/cpu_parallel.h"
+#include "backends/cpu/kernels/scratch.h"
+
+namespace h2::cpu {
+namespace {
+
+constexpr int kMR = 12;               // rows of an out tile
+constexpr int64_t kNR = 32;           // columns of an out tile: two 16-float vectors
+constexpr int64_t kPanelRows = 2048;  // rows of a decoded at a time
+#define H2_AVX512_BF16 [[gnu::target("avx512f,avx512bw,avx512vl,avx512bf16")]]
+
+struct Geometry {
+  int64_t M, N, K, Kp, kb, J, P;
+};
+
+// Where a tile's rows go: out's f32 or bf16 row-major (M, N) storage at row i0, column n0, w
+// columns of the tile's kNR valid.
+struct TileOut {
+  float* f32;
+  uint16_t* bf16;  // bits; rounded to nearest even as f32_to_bf16 does
+  int64_t ld, w;
+};
+
+// Stores 16 floats (those of `mask`) as bf16 bits: round to nearest even, NaN made quiet, as
+// f32_to_bf16.
+H2_AVX512_BF16 inline void store_bf16(uint16_t* dst, __m512 v, __mmask16 mask) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
+  _mm256_mask_storeu_epi16(dst, mask, _mm512_cvtepi32_epi16(r));
+}
+
+// One out tile: R rows of a (row stride lda) against panel `panel` of b, over every K block.
+// c: R x kNR floats holding beta * out on entry (or 0); the promoted sums are stored to `out`.
+template <int R>
+H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, const uint16_t* panel,
+                         const float* sa, const float* sb, float* c, const TileOut& out) {
+  for (int64_t j = 0; j < g.J; ++j) {
+    __m512 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    const int64_t pairs = (std::min(g.kb, g.K - j * g.kb) + 1) / 2;
+    const uint16_t* bj = panel + j * (g.kb / 2) * kNR * 2;
+    const uint16_t* aj = a + j * g.kb;
+    for (int64_t q = 0; q < pairs; ++q) {
+      const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bj + q * kNR * 2);
+      const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bj + q * kNR * 2 + kNR);
+#pragma GCC unroll 12
+      for (int r = 0; r < R; ++r) {
+        int32_t pair;
+        std::memcpy(&pair, aj + r * lda + 2 * q, sizeof pair);
+        const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+      }
+    }
+    const __m512 sb0 = _mm512_loadu_ps(sb + j * g.P * kNR);
+    const __m512 sb1 = _mm512_loadu_ps(sb + j * g.P * kNR + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_set1_ps(sa[r * g.J + j]);
+      float* cr = c + r * kNR;
+      _mm512_storeu_ps(cr, _mm512_fmadd_ps(_mm512_mul_ps(s, sb0), acc[r][0], _mm512_loadu_ps(cr)));
+      _mm512_storeu_ps(cr + 16,
+                       _mm512_fmadd_ps(_mm512_mul_ps(s, sb1), acc[r][1], _mm512_loadu_ps(cr + 16)));
+    }
+  }
+  const __mmask16 m0 = out.w >= 16 ? 0xffff : __mmask16((1u << out.w) - 1);
+  const __mmask16 m1 = out.w >= 32 ? 0xffff : out.w <= 16 ? 0 : __mmask16((1u << (out.w - 16)) - 1);
+  for (int r = 0; r < R; ++r) {
+    const __m512 c0 = _mm512_loadu_ps(c + r * kNR), c1 = _mm512_loadu_ps(c + r * kNR + 16);
+    if (out.f32 != nullptr) {
+      _mm512_mask_storeu_ps(out.f32 + r * out.ld, m0, c0);
+      _mm512_mask_storeu_ps(out.f32 + r * out.ld + 16, m1, c1);
+    } else {
+      store_bf16(out.bf16 + r * out.ld, c0, m0);
+      store_bf16(out.bf16 + r * out.ld + 16, c1, m1);
+    }
+  }
+}
+
+using TileFn = void (*)(const Geometry&, const uint16_t*, int64_t, const uint16_t*, const float*,
+                        const float*, float*, const TileOut&);
+template <int... I>
+constexpr std::array<TileFn, kMR> tile_table(std::integer_sequence<int, I...>) {
+  return {&tile<I + 1>...};
+}
+constexpr std::array<TileFn, kMR> kTiles = tile_table(std::make_integer_sequence<int, kMR>{});
+
+// Panels of b packed as pairs (see the file comment): a panel's rows decoded in one call, then
+// each row's pairs (32-bit words) scattered kNR words apart.
+void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
+  parallel_for(g.P, kNR * g.Kp, [&](int64_t p0, int64_t p1) {
+    std::vector<uint16_t> rows(size_t(kNR * g.Kp), 0);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n0 = p * kNR, n = std::min(kNR, g.N - n0);
+      if (g.Kp == g.K) {
+        b.decode_codes_bf16_rows(n0, n, rows.data());
+      } else {  // an odd K: each row padded with a zero
+        for (int64_t i = 0; i < n; ++i)
+          b.decode_codes_bf16_rows(n0 + i, 1, &rows[size_t(i * g.Kp)]);
+      }
+      if (n < kNR) std::fill(rows.begin() + n * g.Kp, rows.end(), uint16_t(0));
+      auto* dst = reinterpret_cast<uint32_t*>(packed + p * (g.Kp / 2) * kNR * 2);
+      const auto* src = reinterpret_cast<const uint32_t*>(rows.data());
+      for (int64_t i = 0; i < kNR; ++i)
+        for (int64_t q = 0; q < g.Kp / 2; ++q) dst[q * kNR + i] = src[i * (g.Kp / 2) + q];
+    }
+  });
+}
+
+}  // namespace
+
+bool kblock_gemm_runs_here() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
+                 Stream& stream) {
+  Geometry g{};
+  g.M = args.a.rows();
+  g.N = args.b.rows();
+  g.K = args.a.cols();
+  g.Kp = g.K + (g.K & 1);
+  g.kb = a.block_cols();
+  g.J = ceil_div(g.K, g.kb);
+  g.P = ceil_div(g.N, kNR);
+  H2_CHECK(g.kb % 2 == 0 && b.block_cols() == g.kb, "cpu qmatmul: K blocks of {} and {} columns",
+           g.kb, b.block_cols());
+
+  ScratchBuffer<uint16_t> packed(stream, size_t(g.P * g.Kp * kNR));
+  pack_b(b, g, packed.data());
+  ScratchBuffer<float> sb(stream, size_t(g.J * g.P * kNR));
+  for (int64_t j = 0; j < g.J; ++j)
+    for (int64_t n = 0; n < g.P * kNR; ++n)
+      sb.data()[j * g.P * kNR + n] = n < g.N ? b.scale(n / b.block_rows(), j) : 0.0f;
+
+  const int64_t mp_max = std::min(g.M, kPanelRows);
+  ScratchBuffer<uint16_t> a16(stream, size_t(mp_max * g.Kp));
+  ScratchBuffer<float> sa(stream, size_t(mp_max * g.J));
+  const FloatIn out_in(args.out, "qmatmul", "out");
+  const bool f32_out = args.out.dtype() == DType::f32;
+  for (int64_t m0 = 0; m0 < g.M; m0 += mp_max) {
+    const int64_t mp = std::min(mp_max, g.M - m0);
+    parallel_for(mp, g.Kp, [&](int64_t i0, int64_t i1) {
+      if (g.Kp == g.K) {
+        a.decode_codes_bf16_rows(m0 + i0, i1 - i0, a16.data() + i0 * g.Kp);
+      } else {  // an odd K: each row padded with a zero
+        for (int64_t i = i0; i < i1; ++i) {
+          a.decode_codes_bf16_rows(m0 + i, 1, a16.data() + i * g.Kp);
+          a16.data()[i * g.Kp + g.K] = 0;
+        }
+      }
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j < g.J; ++j)
+          sa.data()[i * g.J + j] = args.alpha * a.scale((m0 + i) / a.block_rows(), j);
+    });
+    const int64_t tiles = ceil_div(mp, kMR);
+    parallel_for(tiles, kMR * g.N * g.K, [&](int64_t t0, int64_t t1) {
+      alignas(64) float c[kMR * kNR];
+      float prev[kNR];
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t i0 = t * kMR, rows = std::min<int64_t>(kMR, mp - i0);
+        for (int64_t p = 0; p < g.P; ++p) {
+          const int64_t n0 = p * kNR, at = (m0 + i0) * g.N + n0;
+          const TileOut out{.f32 = f32_out ? args.out.data_as<float>() + at : nullptr,
+                            .bf16 = f32_out ? nullptr : &args.out.data_as<bf16_t>()[at].bits,
+                            .ld = g.N,
+                            .w = std::min(kNR, g.N - n0)};
+          if (args.beta == 0) {
+            std::fill(c, c + rows * kNR, 0.0f);
+          } else {
+            for (int64_t r = 0; r < rows; ++r) {
+              const float* x = out_in.read(at + r * g.N, out.w, prev);
+              for (int64_t n = 0; n < out.w; ++n) c[r * kNR + n] = args.beta * x[n];
+            }
+          }
+          kTiles[size_t(rows - 1)](g, a16.data() + i0 * g.Kp, g.Kp,
+                                   packed.data() + p * (g.Kp / 2) * kNR * 2, sa.data() + i0 * g.J,
+                                   sb.data() + n0, c, out);
+        }
+      }
+    });
+  }
+}
+
+}  // namespace h2::cpu

@@ -1,0 +1,24 @@
+// fp8_blockwise's GEMM by H2's own kernel on CPUs with AVX512_BF16: each K block's products summed
+// in registers and promoted to the FP32 accumulator with the block's scales there, as an FP8
+// tensor core promotes its partial sums, instead of one library GEMM per K block into FP32 tiles
+// that a second pass rescales (qmatmul.cpp's oneDNN route, which stays for CPUs with AMX, where
+// oneDNN's tile kernels outrun any AVX-512 one, and for H2_CPU_KBLOCK_GEMM=onednn).
+#pragma once
+
+#include "backends/cpu/kernels/quant_operand.h"
+#include "core/device.h"
+#include "core/op_args.h"
+
+namespace h2::cpu {
+
+// Whether this CPU runs kblock_gemm (AVX512F, AVX512BW and AVX512_BF16).
+bool kblock_gemm_runs_here();
+
+// out (M, N) = beta * out + sum_j alpha * diag(sa_j) (A_j @ B_j^T) diag(sb_j) for
+// QMatmulArgs a (M, K) and b (N, K) with FP32 scales in 1-row or square K blocks of the same
+// width kb (the caller checks: f32_amax rules, kb even), out f32 or bf16. A_j, B_j: the code
+// values of K block j (exact in bf16); sa_j, sb_j: their rows' scales in block j.
+void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
+                 Stream& stream);
+
+}  // namespace h2::cpu
