@@ -101,6 +101,8 @@ TEST(Qmatmul, MatchesTheDequantizedReference) {
       // A weight gradient's operands (1 x 128 on both sides), and a ragged last K block (44).
       {kBlockwiseAct, kBlockwiseAct, 29, 35, 512},
       {kBlockwiseAct, kBlockwiseWeight, 17, 140, 300},
+      // An odd K (bf16 pairs along K padded with a zero) and tiles of 12 rows plus one of 1.
+      {kBlockwiseAct, kBlockwiseWeight, 25, 33, 203},
       // MX: K a multiple of 32, not of 128.
       {kMxE4m3, kMxE4m3, 37, 53, 96},
       {kMxE4m3, kMxE5m2, 29, 41, 160},
@@ -133,6 +135,7 @@ TEST(Qmatmul, PanelsOfMoreThan2048Rows) {
   Device& cpu = lowp_runtime().cpu();
   check_case({kMxE4m3, kMxE4m3, 2100, 40, 64}, cpu);                          // two M panels
   check_case({kMxE4m3, kNvfp4, 24, 2100, 64, DType::bf16, 1.0f, 0.5f}, cpu);  // two N panels
+  check_case({kBlockwiseAct, kBlockwiseWeight, 2100, 40, 256, DType::bf16, 1.0f, 0.5f}, cpu);
 }
 
 TEST(Qmatmul, EmptyReductionScalesOut) {
