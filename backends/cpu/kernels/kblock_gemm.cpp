@@ -117,8 +117,38 @@ constexpr std::array<TileFn, kMR> tile_table(std::integer_sequence<int, I...>) {
 }
 constexpr std::array<TileFn, kMR> kTiles = tile_table(std::make_integer_sequence<int, kMR>{});
 
+// dst[c * dst_ld + r] = src[r * src_ld + c] for r < 16 and c < 16, 32-bit elements: four rounds
+// of interleaving (32-bit, 64-bit, then 128-bit lanes twice), the standard 16 x 16 transpose.
+H2_AVX512_BF16 void transpose16x16(const uint32_t* src, int64_t src_ld, uint32_t* dst,
+                                   int64_t dst_ld) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * src_ld);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int k = 0; k < 2; ++k) {
+      r[i + k] = _mm512_unpacklo_epi64(t[i + k], t[i + k + 2]);
+      r[i + k + 2] = _mm512_unpackhi_epi64(t[i + k], t[i + k + 2]);
+    }
+  for (int i = 0; i < 16; i += 8)
+    for (int k = 0; k < 4; ++k) {
+      t[i + k] = _mm512_shuffle_i32x4(r[i + k], r[i + k + 4], 0x88);
+      t[i + k + 4] = _mm512_shuffle_i32x4(r[i + k], r[i + k + 4], 0xdd);
+    }
+  for (int k = 0; k < 8; ++k) {
+    r[k] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0x88);
+    r[k + 8] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0xdd);
+  }
+  // After the rounds register j holds source column kColumn[j]: the 64-bit interleave leaves the
+  // middle two of each four swapped.
+  constexpr int kColumn[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+  for (int j = 0; j < 16; ++j) _mm512_storeu_si512(dst + kColumn[j] * dst_ld, r[j]);
+}
+
 // Panels of b packed as pairs (see the file comment): a panel's rows decoded in one call, then
-// each row's pairs (32-bit words) scattered kNR words apart.
+// transposed as 32-bit words (a pair each) so that pair q of the panel's 32 rows is contiguous.
 void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
   parallel_for(g.P, kNR * g.Kp, [&](int64_t p0, int64_t p1) {
     std::vector<uint16_t> rows(size_t(kNR * g.Kp), 0);
@@ -133,8 +163,12 @@ void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
       if (n < kNR) std::fill(rows.begin() + n * g.Kp, rows.end(), uint16_t(0));
       auto* dst = reinterpret_cast<uint32_t*>(packed + p * (g.Kp / 2) * kNR * 2);
       const auto* src = reinterpret_cast<const uint32_t*>(rows.data());
+      const int64_t pairs = g.Kp / 2, whole = pairs / 16 * 16;
+      for (int64_t i = 0; i < kNR; i += 16)
+        for (int64_t q = 0; q < whole; q += 16)
+          transpose16x16(src + i * pairs + q, pairs, dst + q * kNR + i, kNR);
       for (int64_t i = 0; i < kNR; ++i)
-        for (int64_t q = 0; q < g.Kp / 2; ++q) dst[q * kNR + i] = src[i * (g.Kp / 2) + q];
+        for (int64_t q = whole; q < pairs; ++q) dst[q * kNR + i] = src[i * pairs + q];
     }
   });
 }
