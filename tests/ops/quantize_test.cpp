@@ -284,7 +284,9 @@ TEST(Quantize, TransposedInputMatchesTheTranspose) {
           EXPECT_EQ(scales, direct_scales);
           EXPECT_EQ(stats, direct_stats);
           // The floor rule saturates some values: their count is compared, not only zeros.
-          if (s.rule == ScaleRule::e8m0_floor) EXPECT_GT(stats[1], 0.0f);
+          if (s.rule == ScaleRule::e8m0_floor) {
+            EXPECT_GT(stats[1], 0.0f);
+          }
         }
       }
     }

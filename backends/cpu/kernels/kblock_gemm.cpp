@@ -36,6 +36,10 @@ constexpr int kMR = 12;               // rows of an out tile
 constexpr int64_t kNR = 32;           // columns of an out tile: two 16-float vectors
 constexpr int64_t kPanelRows = 2048;  // rows of a decoded at a time
 #define H2_AVX512_BF16 [[gnu::target("avx512f,avx512bw,avx512vl,avx512bf16")]]
+// Every lane: the zero-masked forms of the intrinsics below, whose unmasked forms start from
+// _mm512_undefined_epi32 and draw GCC 12's false "may be used uninitialized" warnings.
+constexpr __mmask16 kAll = 0xffff;
+constexpr __mmask8 kAll64 = 0xff;
 
 struct Geometry {
   int64_t M, N, K, Kp, kb, J, P;
@@ -53,13 +57,13 @@ struct TileOut {
 // f32_to_bf16.
 H2_AVX512_BF16 inline void store_bf16(uint16_t* dst, __m512 v, __mmask16 mask) {
   const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r =
-      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(kAll, u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_maskz_srli_epi32(
+      kAll, _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
   const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
-  _mm256_mask_storeu_epi16(dst, mask, _mm512_cvtepi32_epi16(r));
+  r = _mm512_mask_or_epi32(r, nan, _mm512_maskz_srli_epi32(kAll, u, 16), _mm512_set1_epi32(0x0040));
+  _mm256_mask_storeu_epi16(dst, mask, _mm512_maskz_cvtepi32_epi16(kAll, r));
 }
 
 // One out tile: R rows of a (row stride lda) against panel `panel` of b, over every K block.
@@ -124,22 +128,22 @@ H2_AVX512_BF16 void transpose16x16(const uint32_t* src, int64_t src_ld, uint32_t
   __m512i r[16], t[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * src_ld);
   for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    t[i] = _mm512_maskz_unpacklo_epi32(kAll, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(kAll, r[i], r[i + 1]);
   }
   for (int i = 0; i < 16; i += 4)
     for (int k = 0; k < 2; ++k) {
-      r[i + k] = _mm512_unpacklo_epi64(t[i + k], t[i + k + 2]);
-      r[i + k + 2] = _mm512_unpackhi_epi64(t[i + k], t[i + k + 2]);
+      r[i + k] = _mm512_maskz_unpacklo_epi64(kAll64, t[i + k], t[i + k + 2]);
+      r[i + k + 2] = _mm512_maskz_unpackhi_epi64(kAll64, t[i + k], t[i + k + 2]);
     }
   for (int i = 0; i < 16; i += 8)
     for (int k = 0; k < 4; ++k) {
-      t[i + k] = _mm512_shuffle_i32x4(r[i + k], r[i + k + 4], 0x88);
-      t[i + k + 4] = _mm512_shuffle_i32x4(r[i + k], r[i + k + 4], 0xdd);
+      t[i + k] = _mm512_maskz_shuffle_i32x4(kAll, r[i + k], r[i + k + 4], 0x88);
+      t[i + k + 4] = _mm512_maskz_shuffle_i32x4(kAll, r[i + k], r[i + k + 4], 0xdd);
     }
   for (int k = 0; k < 8; ++k) {
-    r[k] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0x88);
-    r[k + 8] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0xdd);
+    r[k] = _mm512_maskz_shuffle_i32x4(kAll, t[k], t[k + 8], 0x88);
+    r[k + 8] = _mm512_maskz_shuffle_i32x4(kAll, t[k], t[k + 8], 0xdd);
   }
   // After the rounds register j holds source column kColumn[j]: the 64-bit interleave leaves the
   // middle two of each four swapped.
