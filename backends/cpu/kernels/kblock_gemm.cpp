@@ -12,9 +12,10 @@
 // products go into 24 registers, pair by pair (vdpbf16ps: each product of two bf16 values exact in
 // FP32, summed in FP32 in K order), and are then promoted into the tile's FP32 accumulator,
 // c += (alpha s_a(i) s_b(n)) * T(i, n), block after block, the first block starting from
-// beta * out; c is rounded to out's dtype once. These are the sums and promotions of qmatmul.cpp's
-// oneDNN route, in the same order, without its FP32 tiles of T in memory and the pass that
-// rescales them. The scales: s_a (M x J, alpha folded in) and s_b (J x P NR, zeros past N).
+// beta * out; c is rounded to out's dtype once. These are the promotions of qmatmul.cpp's oneDNN
+// route, in the same order (oneDNN may order a block's own sums otherwise), without its FP32
+// tiles of T in memory and the pass that rescales them. The scales: s_a (M x J, alpha folded in)
+// and s_b (J x P NR, zeros past N).
 #include "backends/cpu/kernels/kblock_gemm.h"
 
 #include <immintrin.h>
