@@ -23,9 +23,11 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/kernel_isa.h"
 #include "backends/cpu/kernels/cpu_floats.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/scratch.h"
@@ -181,9 +183,11 @@ void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
 }  // namespace
 
 bool kblock_gemm_runs_here() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  uint32_t needs = 0;  // the bits of H2_AVX512_BF16's features in kernel_isa.h's mask
+  for (int i = 0; i < kIsaCount; ++i)
+    for (std::string_view name : {"avx512f", "avx512bw", "avx512vl", "avx512_bf16"})
+      if (name == kIsaNames[i]) needs |= 1u << i;
+  return (cpu_isa_mask() & needs) == needs;
 }
 
 void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
