@@ -1,9 +1,10 @@
 // CPU qmatmul: out (M, N) = alpha * deq(a) @ deq(b)^T + beta * out, for quantized a and b
 // (core/lowp/quant_spec.h), products accumulated in FP32. Three routes, the first that applies:
 // one exact bf16 GEMM where both operands' scales fold into bf16 values (qmatmul_bf16: per-tensor,
-// E8M0, NVFP4); one bf16 GEMM per K block with FP32 block scales applied to its product
-// (qmatmul_kblocks_bf16: fp8_blockwise); both need oneDNN's native bf16. Otherwise FP32 tiles,
-// below.
+// E8M0, NVFP4); FP32 block scales that change along K (qmatmul_kblocks_bf16: fp8_blockwise),
+// each block's products promoted in registers by H2's kernel (kblock_gemm.h) where the device's
+// context chooses it, else one oneDNN GEMM per block; both routes need oneDNN's native bf16.
+// Otherwise FP32 tiles, below.
 //
 // Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent (columns of
 // both operands' codes). Each operand has its own spec: blocks br x bc, scale grid GR x GC.
@@ -144,7 +145,8 @@ bool qmatmul_bf16(const QMatmulArgs& args, const QuantOperand& a, const QuantOpe
 // accumulator is out itself (f32) or an FP32 panel rounded once. Panels of mp rows bound each T (mp
 // x N floats) to 4 MiB (the group's tiles to 16 MiB): a whole training GEMM up to N = 1024 at 1,024
 // tokens, since fewer, larger GEMMs beat keeping T in L2 (fp8_blockwise numerics-256 step 159
-// against 176 ms with 512 KiB panels). Returns false where it does not apply.
+// against 176 ms with 512 KiB panels). Where the context chooses H2's kernel (kblock_gemm.h:
+// the same promotions without the tiles) that runs instead. Returns false where neither applies.
 bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
                           Stream& stream) {
   const int64_t M = args.a.rows(), N = args.b.rows(), K = args.a.cols();

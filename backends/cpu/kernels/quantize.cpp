@@ -5,12 +5,14 @@
 // transpose. br x bc: block extents (0 in the spec = the whole dimension); GR x GC: the scale grid
 // (ceil(R / br), ceil(K / bc)); P = 32: rows per panel.
 //
-// Algorithm. A transposed f32 or bf16 input with one-byte codes rounded to nearest is encoded
-// from its own rows in strips, the codes transposed as bytes afterwards (encode_strips). Otherwise
-// the matrix is read in panels of P rows: f32 and bf16 rows in place (bf16 amaxes on the bit
-// patterns, values widened as they are scaled into the row buffer), f16 rows widened, and a
-// transposed input gathered by 8 x 8 register tiles (transpose.h) into a P x K FP32 scratch
-// whose row stride avoids multiples of 4 KiB. Threads take contiguous runs of panels. Per row:
+// Algorithm. A transposed f32 or bf16 input is encoded from its own rows in strips, the codes
+// transposed as bytes afterwards (encode_strips; E2M1's nibble pairs regrouped first), except
+// under nvfp4's rule or for amax blocks taller than a strip (encodes_strips says why). Otherwise
+// the matrix is read in panels of P rows:
+// f32 and bf16 rows in place (bf16 amaxes on the bit patterns, values widened as they are scaled
+// into the row buffer), f16 rows widened, and a transposed input gathered by 8 x 8 register tiles
+// (transpose.h) into a P x K FP32 scratch whose row stride avoids multiples of 4 KiB. Threads take
+// contiguous runs of panels. Per row:
 //   fused (1 x bc blocks, f32_amax or e8m0_*; or an imposed multiplier): each segment's amax and
 //     block scale while the row is in L1, then the encode: one pass over the input;
 //   two passes (taller blocks, nvfp4): pass 1 stores each row's amax per column block
