@@ -1,8 +1,7 @@
 // Low-precision element formats (core/lowp/formats.h): format facts and names, the scalar
-// reference (a thin layer over format_codec.h), decode tables, the batch encoders and the batch
-// decoders to bf16. The encoders run over chunks of 64 elements with branch-free bodies that GCC
-// vectorises, and count saturation (and, when asked, gather amax) in the same pass; the decoders
-// take a register-table path where the CPU has AVX512BW.
+// reference (a thin layer over format_codec.h), decode tables and the batch decoders to bf16,
+// which take a register-table path where the CPU has AVX512BW. The batch encoders are
+// encode_batch.cpp and encode_avx512.cpp.
 #include "core/lowp/formats.h"
 
 #if defined(__x86_64__)
@@ -14,6 +13,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/lowp/encode_batch.h"
 #include "core/lowp/format_codec.h"
 
 namespace h2::lowp {
@@ -23,6 +23,8 @@ using codec::E2M1;
 using codec::E4M3;
 using codec::E5M2;
 using codec::float_bits;
+using detail::saturates;
+using detail::with_element_format;
 
 constexpr std::array<FormatInfo, 4> kFormatInfos = {{
     {"e4m3", 8, 4, 3, 7, 448.0f, 0x1p-6f, 0x1p-9f, 0x1p-4f, false, true},
@@ -31,152 +33,9 @@ constexpr std::array<FormatInfo, 4> kFormatInfos = {{
     {"e8m0", 8, 8, 0, 127, 0x1p127f, 0x1p-127f, 0x1p-127f, 0.0f, false, true},
 }};
 
-constexpr int64_t kChunk = 64;
-
 size_t index_of(Format f) {
   return static_cast<size_t>(f);
 }
-
-bool saturates(Overflow overflow) {
-  return overflow == Overflow::saturate;
-}
-
-// Calls fn(codec::E4M3{}) etc. for the element formats; E8M0 is a scale format only.
-template <class Fn>
-decltype(auto) with_element_format(Format f, const char* what, Fn&& fn) {
-  switch (f) {
-    case Format::e4m3:
-      return fn(E4M3{});
-    case Format::e5m2:
-      return fn(E5M2{});
-    case Format::e2m1:
-      return fn(E2M1{});
-    case Format::e8m0:
-      break;
-  }
-  H2_THROW(Error, "{}: e8m0 is a scale format, not an element format", what);
-}
-
-// ---- batch encoding ---------------------------------------------------------------------------
-
-// |x| as bits for the amax: NaN counts as 0 (amax ignores NaN, as fmax does). Arithmetic rather
-// than a select, which GCC would fold into the max and then not vectorise the reduction.
-inline uint32_t amax_candidate(uint32_t bits) {
-  const uint32_t abs_bits = bits & codec::kF32AbsMask;
-  const uint32_t nan_mask =
-      static_cast<uint32_t>(static_cast<int32_t>(codec::kF32InfBits - abs_bits) >> 31);
-  return abs_bits & ~nan_mask;
-}
-
-// 1 when rounding carries a scaled value past the largest finite value (Inf too, NaN not).
-template <class F>
-inline uint32_t beyond_range(uint32_t bits) {
-  const uint32_t abs_bits = bits & codec::kF32AbsMask;
-  return (abs_bits >= F::kOverflowBits && abs_bits <= codec::kF32InfBits) ? 1u : 0u;
-}
-
-// Writes `len` codes of the chunk starting at element `first`: one byte each, or packed two per
-// byte for E2M1 (element 2i in the low nibble). `codes` has room for one padding code.
-template <class F>
-inline void store_chunk(uint8_t* codes, int64_t len, int64_t first, uint8_t* out) {
-  if constexpr (F::kBits == 8) {
-    std::memcpy(out + first, codes, static_cast<size_t>(len));
-  } else {
-    codes[len] = 0;  // an odd tail leaves the last high nibble 0
-    uint8_t* packed = out + first / 2;
-    const int64_t bytes = (len + 1) / 2;
-    for (int64_t j = 0; j < bytes; ++j) {
-      packed[j] = static_cast<uint8_t>(codes[2 * j] | (codes[2 * j + 1] << 4));
-    }
-  }
-}
-
-// The shared batch loop: code_of(scaled_bits, element_index) gives each element's code; the amax
-// is taken when kAmax.
-template <class F, bool kAmax, class CodeOf>
-void encode_chunks_with(const float* in, int64_t n, float multiplier, uint8_t* out,
-                        EncodeStats* stats, CodeOf code_of) {
-  uint32_t amax_bits = 0;
-  int64_t saturated = 0;
-  for (int64_t first = 0; first < n; first += kChunk) {
-    const int64_t len = std::min(kChunk, n - first);
-    const float* chunk = in + first;
-    uint8_t codes[kChunk + 1];
-    uint32_t chunk_amax = 0;
-    uint32_t chunk_saturated = 0;
-    for (int64_t i = 0; i < len; ++i) {
-      const uint32_t scaled = float_bits(chunk[i] * multiplier);
-      if constexpr (kAmax) chunk_amax = std::max(chunk_amax, amax_candidate(float_bits(chunk[i])));
-      chunk_saturated += beyond_range<F>(scaled);
-      codes[i] = static_cast<uint8_t>(code_of(scaled, first + i));
-    }
-    amax_bits = std::max(amax_bits, chunk_amax);
-    saturated += chunk_saturated;
-    store_chunk<F>(codes, len, first, out);
-  }
-  if (stats != nullptr) {
-    if constexpr (kAmax) stats->amax = std::max(stats->amax, codec::bits_float(amax_bits));
-    stats->saturated += saturated;
-  }
-}
-
-template <class F, class CodeOf>
-void encode_chunks(const float* in, int64_t n, float multiplier, uint8_t* out, EncodeStats* stats,
-                   CodeOf code_of) {
-  if (stats != nullptr && stats->track_amax) {
-    encode_chunks_with<F, true>(in, n, multiplier, out, stats, code_of);
-  } else {
-    encode_chunks_with<F, false>(in, n, multiplier, out, stats, code_of);
-  }
-}
-
-template <class F>
-void encode_rne_n(const float* in, int64_t n, float multiplier, uint8_t* out, bool saturate,
-                  EncodeStats* stats) {
-  // Two instantiations, so that the overflow rule is a constant inside the loop.
-  if (saturate) {
-    encode_chunks<F>(in, n, multiplier, out, stats,
-                     [](uint32_t bits, int64_t) { return codec::encode_rne_batch<F>(bits, true); });
-  } else {
-    encode_chunks<F>(in, n, multiplier, out, stats, [](uint32_t bits, int64_t) {
-      return codec::encode_rne_batch<F>(bits, false);
-    });
-  }
-}
-
-// Element i draws counter_random(seed, first_index + i * index_stride); a stride of 1 is its own
-// instantiation (kStrided false), so that the common loop keeps its plain index.
-template <class F, bool kStrided>
-void encode_stochastic_chunks(const float* in, int64_t n, float multiplier, uint64_t seed,
-                              uint64_t first_index, uint64_t index_stride, uint8_t* out,
-                              bool saturate, EncodeStats* stats) {
-  const uint64_t key = codec::random_key(seed);
-  auto code_of = [key, first_index, index_stride](bool sat) {
-    return [key, first_index, index_stride, sat](uint32_t bits, int64_t i) {
-      const uint64_t step =
-          kStrided ? static_cast<uint64_t>(i) * index_stride : static_cast<uint64_t>(i);
-      const uint32_t random = codec::counter_random_from_key(key, first_index + step);
-      return codec::encode_stochastic_batch<F>(bits, random, sat);
-    };
-  };
-  if (saturate) {
-    encode_chunks<F>(in, n, multiplier, out, stats, code_of(true));
-  } else {
-    encode_chunks<F>(in, n, multiplier, out, stats, code_of(false));
-  }
-}
-
-// The batch encoders are compiled twice, for the kernels' -march and for x86-64-v4 (AVX-512:
-// 16 lanes), and the dynamic loader picks by the running CPU (GCC's target_clones, an ifunc), so
-// a build for AVX2 machines still uses AVX-512 where it exists; flatten inlines the codec into
-// each clone, so that its loops are compiled for that clone's instructions. Integer code and one
-// multiply per element: both clones give the same bits.
-// Clang (the fuzzing build) refuses target_clones with flatten; there the encoders are built once.
-#if defined(__clang__)
-#define H2_AVX512_CLONE
-#else
-#define H2_AVX512_CLONE [[gnu::target_clones("arch=x86-64-v4", "default"), gnu::flatten]]
-#endif
 
 // ---- batch decoding to bf16 -------------------------------------------------------------------
 
@@ -343,34 +202,6 @@ uint8_t encode_stochastic(Format f, float x, uint32_t random_bits, Overflow over
 
 uint32_t counter_random(uint64_t seed, uint64_t index) {
   return codec::counter_random(seed, index);
-}
-
-H2_AVX512_CLONE
-void encode_n(Format f, const float* in, int64_t n, float multiplier, uint8_t* out,
-              Overflow overflow, EncodeStats* stats) {
-  with_element_format(f, "encode_n", [&](auto format) {
-    encode_rne_n<decltype(format)>(in, n, multiplier, out, saturates(overflow), stats);
-  });
-}
-
-H2_AVX512_CLONE
-void encode_stochastic_n(Format f, const float* in, int64_t n, float multiplier, uint64_t seed,
-                         uint64_t first_index, uint8_t* out, Overflow overflow,
-                         EncodeStats* stats) {
-  with_element_format(f, "encode_stochastic_n", [&](auto format) {
-    encode_stochastic_chunks<decltype(format), false>(in, n, multiplier, seed, first_index, 1, out,
-                                                      saturates(overflow), stats);
-  });
-}
-
-H2_AVX512_CLONE
-void encode_stochastic_strided_n(Format f, const float* in, int64_t n, float multiplier,
-                                 uint64_t seed, uint64_t first_index, uint64_t index_stride,
-                                 uint8_t* out, Overflow overflow, EncodeStats* stats) {
-  with_element_format(f, "encode_stochastic_strided_n", [&](auto format) {
-    encode_stochastic_chunks<decltype(format), true>(in, n, multiplier, seed, first_index,
-                                                     index_stride, out, saturates(overflow), stats);
-  });
 }
 
 void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* out) {

@@ -89,17 +89,23 @@ struct EncodeStats {
   bool track_amax = true;
 };
 
+// Which loops a batch encoder runs: the fastest this CPU has (explicit AVX-512 where it has
+// AVX512F/BW/DQ/VL, core/lowp/encode_avx512.h) or the portable ones every other CPU runs; the same
+// bits either way (tests check both on a CPU that has the first).
+enum class EncodePath : uint8_t { fastest, portable };
+
 // out[i] = encode(f, in[i] * multiplier) for i < n. For E2M1, `out` is packed (n+1)/2 bytes and
 // an odd n leaves the last high nibble 0. When `stats` is given it is updated (saturated is
 // added to; amax, while stats->track_amax, is the max with its previous value). E8M0 is not a batch
 // element format (throws h2::Error).
 void encode_n(Format f, const float* in, int64_t n, float multiplier, uint8_t* out,
-              Overflow overflow = Overflow::saturate, EncodeStats* stats = nullptr);
+              Overflow overflow = Overflow::saturate, EncodeStats* stats = nullptr,
+              EncodePath path = EncodePath::fastest);
 
 // As encode_n with stochastic rounding; element i uses counter_random(seed, first_index + i).
 void encode_stochastic_n(Format f, const float* in, int64_t n, float multiplier, uint64_t seed,
                          uint64_t first_index, uint8_t* out, Overflow overflow = Overflow::saturate,
-                         EncodeStats* stats = nullptr);
+                         EncodeStats* stats = nullptr, EncodePath path = EncodePath::fastest);
 
 // As encode_stochastic_n with element i using counter_random(seed, first_index + i *
 // index_stride): for elements adjacent in memory that are index_stride apart in the quantized
@@ -107,7 +113,33 @@ void encode_stochastic_n(Format f, const float* in, int64_t n, float multiplier,
 void encode_stochastic_strided_n(Format f, const float* in, int64_t n, float multiplier,
                                  uint64_t seed, uint64_t first_index, uint64_t index_stride,
                                  uint8_t* out, Overflow overflow = Overflow::saturate,
-                                 EncodeStats* stats = nullptr);
+                                 EncodeStats* stats = nullptr,
+                                 EncodePath path = EncodePath::fastest);
+
+// The values of a scaled batch encode: n FP32 values, or bf16 ones (their bit patterns), value i
+// times multipliers[i / block] (block 1: one multiplier per value).
+struct ScaledValues {
+  const void* values = nullptr;
+  bool bf16 = false;
+  int64_t n = 0;
+  const float* multipliers = nullptr;
+  int64_t block = 1;
+};
+
+// The codes of value i * multipliers[i / block], i < n (FP32 products): the codes encode_n gives
+// for those products, without writing them out first, as a quantizer's blocks need them. Stats as
+// encode_n's, the amax (when tracked) of the values before scaling.
+void encode_scaled_n(Format f, const ScaledValues& in, uint8_t* out,
+                     Overflow overflow = Overflow::saturate, EncodeStats* stats = nullptr,
+                     EncodePath path = EncodePath::fastest);
+
+// As encode_scaled_n with stochastic rounding; element i uses counter_random(seed, first_index +
+// i * index_stride).
+void encode_scaled_stochastic_n(Format f, const ScaledValues& in, uint64_t seed,
+                                uint64_t first_index, uint64_t index_stride, uint8_t* out,
+                                Overflow overflow = Overflow::saturate,
+                                EncodeStats* stats = nullptr,
+                                EncodePath path = EncodePath::fastest);
 
 // out[i] = decode(f, code of element i) * multiplier (E2M1 unpacked from `in`).
 void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* out);

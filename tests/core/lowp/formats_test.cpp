@@ -1,7 +1,7 @@
 // Tests of the low-precision element formats (core/lowp/formats.h) against independent
-// references: decoded values from the textbook formula in double, rounding against a brute-force
-// nearest-value search, the examples of FORMATS.md, and the batch encoders against the scalar
-// reference bit for bit.
+// references (format_reference.h): decoded values from the textbook formula in double, rounding
+// against a brute-force nearest-value search, the examples of FORMATS.md, and the batch decoders
+// against the scalar reference. The batch encoders: encode_batch_test.cpp.
 #include "core/lowp/formats.h"
 
 #include <gtest/gtest.h>
@@ -19,56 +19,12 @@
 
 #include "core/error.h"
 #include "core/lowp/format_codec.h"
+#include "tests/core/lowp/format_reference.h"
 
 namespace h2::lowp {
 namespace {
 
-constexpr Format kElementFormats[] = {Format::e4m3, Format::e5m2, Format::e2m1};
-constexpr Format kAllFormats[] = {Format::e4m3, Format::e5m2, Format::e2m1, Format::e8m0};
-constexpr Overflow kOverflows[] = {Overflow::saturate, Overflow::standard};
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Bit layout of a signed element format, written out here independently of the library.
-struct Layout {
-  int bits, exponent_bits, mantissa_bits, bias;
-};
-
-Layout layout(Format f) {
-  switch (f) {
-    case Format::e4m3:
-      return {8, 4, 3, 7};
-    case Format::e5m2:
-      return {8, 5, 2, 15};
-    case Format::e2m1:
-      return {4, 2, 1, 1};
-    case Format::e8m0:
-      break;
-  }
-  return {8, 8, 0, 127};
-}
-
-int code_count(Format f) {
-  return f == Format::e2m1 ? 16 : 256;
-}
-std::string name(Format f) {
-  return std::string(format_info(f).name);
-}
-
-// sign * 2^(e - bias) * (1 + m / 2^M), subnormals sign * 2^(1 - bias) * (m / 2^M), in double.
-double reference_decode(Format f, int code) {
-  if (f == Format::e8m0) return code == 255 ? NAN : std::ldexp(1.0, code - 127);
-  const Layout l = layout(f);
-  const bool negative = (code >> (l.bits - 1)) & 1;
-  const int magnitude = code & ((1 << (l.bits - 1)) - 1);
-  const int e = magnitude >> l.mantissa_bits;
-  const int m = magnitude & ((1 << l.mantissa_bits) - 1);
-  const double fraction = std::ldexp(m, -l.mantissa_bits);
-  double value = e == 0 ? std::ldexp(fraction, 1 - l.bias) : std::ldexp(1 + fraction, e - l.bias);
-  if (f == Format::e4m3 && magnitude == 0x7f) value = NAN;
-  if (f == Format::e5m2 && e == 31) value = m == 0 ? INFINITY : NAN;
-  return negative ? -value : value;
-}
+using namespace testing;
 
 bool same_value(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
@@ -77,22 +33,6 @@ bool same_value(double a, double b) {
 bool same_bits_or_nan(float a, float b) {
   return (std::isnan(a) && std::isnan(b)) ||
          std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
-}
-
-float from_bits(uint32_t bits) {
-  return std::bit_cast<float>(bits);
-}
-
-// The finite non-negative values of a format with their codes, ascending.
-std::vector<std::pair<double, int>> finite_grid(Format f) {
-  std::vector<std::pair<double, int>> grid;
-  const int sign_bit = 1 << (layout(f).bits - 1);
-  for (int code = 0; code < sign_bit; ++code) {
-    const double v = reference_decode(f, code);
-    if (std::isfinite(v)) grid.push_back({v, code});
-  }
-  std::sort(grid.begin(), grid.end());
-  return grid;
 }
 
 // Brute-force round to nearest, ties to the even code, of |x| <= max_finite: the code of |x|.
@@ -386,247 +326,6 @@ TEST(LowpFormats, CounterRandomIsAReproducibleUniformFunction) {
 }
 
 // ---- batch --------------------------------------------------------------------------------
-
-// A mix that covers every path: random bit patterns (NaN, Inf, subnormals, huge), values around
-// the format's range, exact ties, and +-0.
-std::vector<float> mixed_inputs(Format f, size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const auto grid = finite_grid(f);
-  const double max_finite = grid.back().first;
-  std::uniform_real_distribution<double> log2_magnitude(std::log2(grid[1].first) - 4,
-                                                        std::log2(max_finite) + 2);
-  std::vector<float> x(n);
-  for (size_t i = 0; i < n; ++i) {
-    switch (rng() % 5) {
-      case 0:
-        x[i] = from_bits(static_cast<uint32_t>(rng()));
-        break;
-      case 1: {
-        const size_t k = rng() % (grid.size() - 1);
-        x[i] = static_cast<float>((grid[k].first + grid[k + 1].first) / 2);
-        break;
-      }
-      case 2:
-        x[i] = std::array<float, 6>{0.0f, -0.0f, kInf, -kInf, kNaN, -kNaN}[rng() % 6];
-        break;
-      default:
-        x[i] = static_cast<float>(std::exp2(log2_magnitude(rng))) * ((rng() & 1) ? -1 : 1);
-    }
-  }
-  return x;
-}
-
-uint8_t code_at(Format f, const std::vector<uint8_t>& out, size_t i) {
-  return f == Format::e2m1 ? (out[i / 2] >> ((i & 1) * 4)) & 15 : out[i];
-}
-
-// Whether round-to-nearest-even with an unbounded exponent would carry |y| past max_finite:
-// beyond max + ulp(max)/2, or exactly there when max's last mantissa bit is odd (the tie goes up).
-bool rounds_past_max(Format f, double y) {
-  const FormatInfo& info = format_info(f);
-  const double max = info.max_finite;
-  const double ulp = std::ldexp(1.0, int(std::floor(std::log2(max))) - info.mantissa_bits);
-  const bool max_is_odd = std::fmod(max / ulp, 2.0) == 1.0;
-  const double threshold = max + ulp / 2;
-  return std::fabs(y) > threshold || (std::fabs(y) == threshold && max_is_odd);
-}
-
-EncodeStats direct_stats(Format f, const std::vector<float>& x, float multiplier) {
-  EncodeStats s;
-  for (float v : x) {
-    if (!std::isnan(v)) s.amax = std::max(s.amax, std::fabs(v));
-    const float y = v * multiplier;
-    s.saturated += !std::isnan(y) && rounds_past_max(f, y);
-  }
-  return s;
-}
-
-TEST(LowpFormatsBatch, SaturationCountsOnlyValuesThatRoundPastTheLargestFiniteValue) {
-  // Half a step above the largest value: E4M3 448 + 16 = 464 ties down to 448 (even mantissa);
-  // E5M2 57344 + 4096 = 61440 ties up to 65536; E2M1 6 + 1 = 7 ties up to 8.
-  const std::vector<float> e4m3 = {448.0f, 448.01f, 464.0f, std::nextafter(464.0f, 1e9f)};
-  const std::vector<float> e5m2 = {57344.0f, 61439.0f, 61440.0f};
-  const std::vector<float> e2m1 = {6.0f, 6.99f, 7.0f};
-  std::vector<uint8_t> out(8);
-  for (const auto& [f, x, expected] :
-       {std::tuple{Format::e4m3, e4m3, 1}, std::tuple{Format::e5m2, e5m2, 1},
-        std::tuple{Format::e2m1, e2m1, 1}}) {
-    EncodeStats stats;
-    encode_n(f, x.data(), int64_t(x.size()), 1.0f, out.data(), Overflow::saturate, &stats);
-    EXPECT_EQ(stats.saturated, expected) << name(f);
-  }
-}
-
-// Compares a batch encoder's formulation with the reference one for each format and overflow
-// rule, on every upper half of the FP32 bit pattern (sign, exponent and the mantissa bits that
-// decide rounding for every format here: the lowest is E4M3's bit 20) with lower halves that make
-// ties exact, just below and just above, plus random ones: 2^16 x 8 patterns. differs(format,
-// bits, saturate) returns a description of a mismatch, or an empty string.
-template <class Differs>
-void expect_every_upper_half_agrees(uint32_t seed, Differs&& differs) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<uint32_t> low(0, 0xffff);
-  auto check = [&](auto format, const char* format_name) {
-    for (bool saturate : {true, false}) {
-      int64_t mismatches = 0;
-      for (uint32_t hi = 0; hi < 0x10000; ++hi) {
-        for (uint32_t lo : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, low(rng), low(rng)}) {
-          const uint32_t bits = hi << 16 | lo;
-          const std::string what = differs(format, bits, saturate, rng);
-          if (!what.empty() && ++mismatches <= 5)
-            ADD_FAILURE() << format_name << " bits 0x" << std::hex << bits << what << " saturate "
-                          << saturate;
-        }
-      }
-      EXPECT_EQ(mismatches, 0) << format_name;
-    }
-  };
-  check(codec::E4M3{}, "e4m3");
-  check(codec::E5M2{}, "e5m2");
-  check(codec::E2M1{}, "e2m1");
-}
-
-TEST(LowpFormatsBatch, BatchRoundingFormulationMatchesTheReferenceOnEveryUpperHalf) {
-  expect_every_upper_half_agrees(5, [](auto format, uint32_t bits, bool saturate, std::mt19937&) {
-    using F = decltype(format);
-    const bool same =
-        codec::encode_rne_batch<F>(bits, saturate) == codec::encode_rne<F>(bits, saturate);
-    return std::string(same ? "" : " (round to nearest)");
-  });
-}
-
-// Stochastic rounding: each pattern with random bits at the edges of the round-up decision (none,
-// all, the top bit alone or all but it) and three random ones.
-TEST(LowpFormatsBatch, BatchStochasticFormulationMatchesTheReferenceOnEveryUpperHalf) {
-  expect_every_upper_half_agrees(
-      6, [](auto format, uint32_t bits, bool saturate, std::mt19937& rng) {
-        using F = decltype(format);
-        for (uint32_t random : {0u, ~0u, 0x80000000u, 0x7fffffffu, uint32_t(rng()), uint32_t(rng()),
-                                uint32_t(rng())}) {
-          if (codec::encode_stochastic_batch<F>(bits, random, saturate) !=
-              codec::encode_stochastic<F>(bits, random, saturate)) {
-            std::ostringstream what;
-            what << " random 0x" << std::hex << random;
-            return what.str();
-          }
-        }
-        return std::string();
-      });
-}
-
-TEST(LowpFormatsBatch, EncodeMatchesScalarBitForBit) {
-  const size_t n = 1000001;  // odd: E2M1's last byte has one element
-  for (Format f : kElementFormats) {
-    const auto x = mixed_inputs(f, n, 21 + static_cast<int>(f));
-    for (float multiplier : {1.0f, 0.37f, 1024.0f, 0x1p-20f}) {
-      for (Overflow o : kOverflows) {
-        const size_t bytes = f == Format::e2m1 ? (n + 1) / 2 : n;
-        std::vector<uint8_t> out(bytes + 1, 0xab);
-        EncodeStats stats;
-        encode_n(f, x.data(), static_cast<int64_t>(n), multiplier, out.data(), o, &stats);
-        for (size_t i = 0; i < n; ++i) {
-          ASSERT_EQ(code_at(f, out, i), encode(f, x[i] * multiplier, o))
-              << name(f) << " x=" << x[i] << " m=" << multiplier << " i=" << i;
-        }
-        if (f == Format::e2m1) {
-          EXPECT_EQ(out[bytes - 1] >> 4, 0) << "odd tail's high nibble";
-        }
-        EXPECT_EQ(out[bytes], 0xab) << "wrote past the end";
-        const EncodeStats expected = direct_stats(f, x, multiplier);
-        EXPECT_EQ(stats.amax, expected.amax) << name(f);
-        EXPECT_EQ(stats.saturated, expected.saturated) << name(f);
-        EXPECT_GT(expected.saturated, 0);
-        // Counting only: the same codes and count, the amax left as it was.
-        EncodeStats counted{.amax = -1.0f, .track_amax = false};
-        std::vector<uint8_t> again(bytes + 1, 0xab);
-        encode_n(f, x.data(), static_cast<int64_t>(n), multiplier, again.data(), o, &counted);
-        EXPECT_EQ(again, out) << name(f);
-        EXPECT_EQ(counted.saturated, expected.saturated) << name(f);
-        EXPECT_EQ(counted.amax, -1.0f) << name(f);
-      }
-    }
-  }
-}
-
-TEST(LowpFormatsBatch, StochasticMatchesScalarAndIsSplitInvariant) {
-  const size_t n = 100003;
-  const uint64_t seed = 77, first_index = 1000;
-  for (Format f : kElementFormats) {
-    const auto x = mixed_inputs(f, n, 31 + static_cast<int>(f));
-    for (Overflow o : kOverflows) {
-      const size_t bytes = f == Format::e2m1 ? (n + 1) / 2 : n;
-      std::vector<uint8_t> out(bytes);
-      EncodeStats stats;
-      encode_stochastic_n(f, x.data(), static_cast<int64_t>(n), 3.0f, seed, first_index, out.data(),
-                          o, &stats);
-      for (size_t i = 0; i < n; ++i) {
-        const uint32_t random = counter_random(seed, first_index + i);
-        ASSERT_EQ(code_at(f, out, i), encode_stochastic(f, x[i] * 3.0f, random, o))
-            << name(f) << " i=" << i;
-      }
-      const EncodeStats expected = direct_stats(f, x, 3.0f);
-      EXPECT_EQ(stats.amax, expected.amax);
-      EXPECT_EQ(stats.saturated, expected.saturated);
-      // Two halves encoded separately (even split: E2M1 bytes stay whole) give the same codes.
-      const size_t half = 50000;
-      std::vector<uint8_t> split(bytes);
-      const size_t half_bytes = f == Format::e2m1 ? half / 2 : half;
-      encode_stochastic_n(f, x.data(), half, 3.0f, seed, first_index, split.data(), o);
-      encode_stochastic_n(f, x.data() + half, static_cast<int64_t>(n - half), 3.0f, seed,
-                          first_index + half, split.data() + half_bytes, o);
-      EXPECT_EQ(split, out) << name(f);
-    }
-  }
-}
-
-// The strided form draws element i's bits at first_index + i * stride (the transposed quantizer's
-// indices), the rest as encode_stochastic_n.
-TEST(LowpFormatsBatch, StridedStochasticDrawsAtTheStridedIndices) {
-  const size_t n = 1001;
-  const uint64_t seed = 78, first_index = 5000, stride = 688;
-  for (Format f : kElementFormats) {
-    const auto x = mixed_inputs(f, n, 41 + static_cast<int>(f));
-    const size_t bytes = f == Format::e2m1 ? (n + 1) / 2 : n;
-    std::vector<uint8_t> out(bytes);
-    EncodeStats stats;
-    encode_stochastic_strided_n(f, x.data(), static_cast<int64_t>(n), 3.0f, seed, first_index,
-                                stride, out.data(), Overflow::saturate, &stats);
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t random = counter_random(seed, first_index + i * stride);
-      ASSERT_EQ(code_at(f, out, i), encode_stochastic(f, x[i] * 3.0f, random, Overflow::saturate))
-          << name(f) << " i=" << i;
-    }
-    EXPECT_EQ(stats.saturated, direct_stats(f, x, 3.0f).saturated) << name(f);
-  }
-}
-
-TEST(LowpFormatsBatch, StatsAccumulateAcrossCalls) {
-  const std::vector<float> a = {1.0f, -500.0f, kNaN, 2.0f};
-  const std::vector<float> b = {-3.0f, 1000.0f, kInf, 0.5f};
-  std::vector<uint8_t> out(4);
-  EncodeStats stats;
-  encode_n(Format::e4m3, a.data(), 4, 1.0f, out.data(), Overflow::saturate, &stats);
-  EXPECT_EQ(stats.amax, 500.0f);  // NaN ignored
-  EXPECT_EQ(stats.saturated, 1);  // -500; NaN is not counted
-  encode_n(Format::e4m3, b.data(), 4, 0.25f, out.data(), Overflow::saturate, &stats);
-  EXPECT_EQ(stats.amax, kInf);    // amax before scaling
-  EXPECT_EQ(stats.saturated, 2);  // 1000 * 0.25 = 250 fits; Inf does not
-  encode_n(Format::e4m3, a.data(), 0, 1.0f, out.data(), Overflow::saturate, &stats);
-  EXPECT_EQ(stats.saturated, 2);
-  EXPECT_THROW(encode_n(Format::e8m0, a.data(), 4, 1.0f, out.data()), Error);
-}
-
-TEST(LowpFormatsBatch, PackedE2M1Layout) {
-  const std::vector<float> x = {0.5f, -6.0f, 1.0f, 3.0f, -0.5f};
-  std::vector<uint8_t> out(3, 0xff);
-  encode_n(Format::e2m1, x.data(), 5, 1.0f, out.data());
-  EXPECT_EQ(out[0], 0xf1);  // element 0 (0.5 = 0x1) low, element 1 (-6 = 0xf) high
-  EXPECT_EQ(out[1], 0x52);  // 1.0 = 0x2, 3.0 = 0x5
-  EXPECT_EQ(out[2], 0x09);  // -0.5 = 0x9, high nibble 0
-  std::vector<float> back(5);
-  decode_n(Format::e2m1, out.data(), 5, 2.0f, back.data());
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(back[i], 2.0f * x[i]);
-}
 
 TEST(LowpFormatsBatch, DecodeMatchesScalar) {
   std::vector<uint8_t> codes(256);

@@ -1,0 +1,319 @@
+// The batch encoders' AVX-512 path (see encode_avx512.h).
+//
+// Shapes: 16 FP32 lanes per step; a tail of n % 16 elements runs the same step with its lanes
+// masked (masked-off lanes load 0.0, which encodes to code 0, never saturates and leaves the
+// amax alone, so they change nothing and their codes are not stored). Random bits: the 16 64-bit
+// counters key + (first_index + i * index_stride) * golden lie in two 8-lane vectors that advance
+// by 16 strides a step (the same sums modulo 2^64 as the scalar product), go through splitmix64's
+// finaliser and give their high halves. E2M1: codes c_2j and c_2j+1 are the halves of 64-bit lane
+// j, so (lane | lane >> 28) has byte c_2j | c_2j+1 << 4 at the bottom, stored by a truncating
+// 64-to-8-bit store.
+//
+// Why not the portable loops with target_clones: GCC vectorised them with the random counters
+// multiplied per element, the codes bounced through a 64-byte buffer and the nibbles paired by
+// byte shuffles, and a quantizer had to write its scaled values out first. Here stochastic
+// rounding takes 0.57 ns per element instead of 0.83 on a Zen 4 core (8,199 values in L1), round
+// to nearest 4% less, and a quantizer's pass over bf16 rows with their blocks' multipliers is one
+// loop (docs/performance.md, stop 35).
+#include "core/lowp/encode_avx512.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <bit>
+
+#include "core/error.h"
+#include "core/lowp/encode_batch.h"
+#include "core/lowp/format_codec.h"
+
+namespace h2::lowp::detail {
+
+#if defined(__x86_64__)
+namespace {
+
+#define H2_ENCODE_TARGET gnu::target("avx512f,avx512bw,avx512dq,avx512vl")
+
+using codec::kF32AbsMask;
+using codec::kF32InfBits;
+
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // counter_random_from_key's step
+
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i splat(uint32_t v) {
+  return _mm512_set1_epi32(static_cast<int>(v));
+}
+
+// Shifts and conversions in their zero-masking forms, all lanes on: GCC 12 warns that the plain
+// forms' undefined pass-through registers may be used uninitialised.
+constexpr __mmask16 kAll16 = 0xffff;
+constexpr __mmask8 kAll8 = 0xff;
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i srl32(__m512i v, unsigned n) {
+  return _mm512_maskz_srli_epi32(kAll16, v, n);
+}
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i sll32(__m512i v, unsigned n) {
+  return _mm512_maskz_slli_epi32(kAll16, v, n);
+}
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i srl64(__m512i v, unsigned n) {
+  return _mm512_maskz_srli_epi64(kAll8, v, n);
+}
+
+// Round to nearest even: encode_rne_batch's magnitude (code without sign and overflow rule).
+template <class F>
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i rne_magnitude(__m512i abs) {
+  constexpr uint32_t kDrop = 23 - F::kMantissaBits;
+  const __m512i odd = _mm512_and_si512(srl32(abs, kDrop), splat(1));
+  const __m512i rounded =
+      srl32(_mm512_add_epi32(_mm512_add_epi32(abs, splat((1u << (kDrop - 1)) - 1u)), odd), kDrop);
+  const __m512i normal = _mm512_sub_epi32(rounded, splat((127u - F::kBias) << F::kMantissaBits));
+  constexpr uint32_t kMagicBits = (151u - F::kBias - F::kMantissaBits) << 23;
+  const __m512 sum =
+      _mm512_add_ps(_mm512_castsi512_ps(abs), _mm512_castsi512_ps(splat(kMagicBits)));
+  const __m512i subnormal = _mm512_sub_epi32(_mm512_castps_si512(sum), splat(kMagicBits));
+  constexpr uint32_t kMinNormalBits = (128u - F::kBias) << 23;
+  return _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(abs, splat(kMinNormalBits)),
+                               subnormal);
+}
+
+// Stochastic rounding: encode_stochastic_batch's magnitude. The fraction's 32-bit threshold is
+// one unsigned conversion here (AVX-512 has it; frac * 2^32 is exact and below 2^32), the same
+// whole number as the portable code's two 16-bit steps.
+template <class F>
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i stochastic_magnitude(__m512i abs,
+                                                                             __m512i random) {
+  constexpr uint32_t kDrop = 23 - F::kMantissaBits;
+  const __m512i normal =
+      _mm512_sub_epi32(srl32(_mm512_add_epi32(abs, srl32(random, 32 - kDrop)), kDrop),
+                       splat((127u - F::kBias) << F::kMantissaBits));
+  constexpr uint32_t kMinNormalBits = (128u - F::kBias) << 23;
+  const __mmask16 subnormal_target = _mm512_cmplt_epu32_mask(abs, splat(kMinNormalBits));
+  constexpr float kQuantaPerUnit = static_cast<float>(1u << (F::kBias + F::kMantissaBits - 1));
+  const __m512 y = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_maskz_mov_epi32(subnormal_target, abs)),
+                                 _mm512_set1_ps(kQuantaPerUnit));
+  const __m512i whole = _mm512_maskz_cvttps_epi32(kAll16, y);
+  const __m512 fraction = _mm512_sub_ps(y, _mm512_maskz_cvtepi32_ps(kAll16, whole));
+  const __m512i threshold =
+      _mm512_maskz_cvttps_epu32(kAll16, _mm512_mul_ps(fraction, _mm512_set1_ps(0x1p32f)));
+  const __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_xor_si512(random, splat(~0u)), threshold);
+  const __m512i subnormal = _mm512_mask_add_epi32(whole, up, whole, splat(1));
+  return _mm512_mask_mov_epi32(normal, subnormal_target, subnormal);
+}
+
+// finish_code: the overflow rule (too_large: the saturating or the standard code), NaN, sign.
+template <class F>
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i finish(__m512i bits, __m512i abs,
+                                                               __m512i magnitude,
+                                                               __m512i too_large) {
+  const __m512i finite = _mm512_mask_mov_epi32(
+      magnitude, _mm512_cmpgt_epu32_mask(magnitude, splat(F::kMaxMagnitude)), too_large);
+  const __m512i sign = sll32(srl32(bits, 31), F::kBits - 1);
+  const __m512i nan_code =
+      F::kNaNKeepsSign ? _mm512_or_si512(splat(F::kNaNCode), sign) : splat(F::kNaNCode);
+  return _mm512_mask_mov_epi32(_mm512_or_si512(sign, finite),
+                               _mm512_cmpgt_epu32_mask(abs, splat(kF32InfBits)), nan_code);
+}
+
+// The high 32 bits of splitmix64's finaliser of 16 counters (two 8-lane halves), as 16 lanes.
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i mix64(__m512i z) {
+  z = _mm512_xor_si512(z, srl64(z, 30));
+  z = _mm512_mullo_epi64(z, _mm512_set1_epi64(static_cast<int64_t>(0xbf58476d1ce4e5b9ull)));
+  z = _mm512_xor_si512(z, srl64(z, 27));
+  z = _mm512_mullo_epi64(z, _mm512_set1_epi64(static_cast<int64_t>(0x94d049bb133111ebull)));
+  return _mm512_xor_si512(z, srl64(z, 31));
+}
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i random_bits(__m512i low, __m512i high) {
+  const __m512i odd_halves =
+      _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi32(mix64(low), odd_halves, mix64(high));
+}
+
+// 16 values from element i on (masked lanes 0.0): FP32, or bf16 widened.
+template <bool kBf16>
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512 load_values(const void* in, int64_t i,
+                                                                   __mmask16 lanes) {
+  if constexpr (kBf16) {
+    const __m256i halves = _mm256_maskz_loadu_epi16(lanes, static_cast<const uint16_t*>(in) + i);
+    return _mm512_castsi512_ps(sll32(_mm512_maskz_cvtepu16_epi32(kAll16, halves), 16));
+  } else {
+    return _mm512_maskz_loadu_ps(lanes, static_cast<const float*>(in) + i);
+  }
+}
+
+// The loop of one run. kPerValue: run.multipliers holds one multiplier per value; otherwise one
+// per block of run.block values (a multiple of 16), or run.multiplier for all of them.
+// Stores a step's 16 codes (one byte each, or E2M1 pairs in the low byte of each 64-bit lane):
+// whole steps by a register narrowing and a plain store (the masked narrowing store is several
+// times slower on Zen 4), the last partial one masked.
+template <class F>
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline void store_codes(__m512i codes, uint8_t* out,
+                                                                 int64_t i, int64_t left) {
+  if constexpr (F::kBits == 8) {
+    if (left >= 16) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                       _mm512_maskz_cvtepi32_epi8(kAll16, codes));
+    } else {
+      _mm512_mask_cvtepi32_storeu_epi8(out + i, __mmask16((1u << left) - 1u), codes);
+    }
+  } else {
+    const __m512i pairs = _mm512_or_si512(codes, srl64(codes, 28));
+    if (left >= 16) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i / 2),
+                       _mm512_maskz_cvtepi64_epi8(kAll8, pairs));
+    } else {
+      const int64_t bytes = (left + 1) / 2;
+      _mm512_mask_cvtepi64_storeu_epi8(out + i / 2, __mmask8((1u << bytes) - 1u), pairs);
+    }
+  }
+}
+
+// The loop of one run. kPerValue: run.multipliers holds one multiplier per value; otherwise one
+// per block of run.block values (a multiple of 16), or run.multiplier for all of them. The run's
+// fields are copied into locals first: the code stores may alias the run, and GCC would reload
+// them every step.
+template <class F, bool kStochastic, bool kBf16, bool kPerValue>
+[[H2_ENCODE_TARGET]] EncodeTotals encode_loop(const EncodeRun& run) {
+  const void* const in = run.in;
+  const int64_t n = run.n, block = run.block;
+  uint8_t* const out = run.out;
+  const float* const per_value = run.multipliers;
+  const __m512i too_large = splat(run.saturate ? F::kMaxMagnitude : F::kStandardOverflow);
+  // One multiplier per block: the next block's, the current one and how far into it the step is.
+  const float* next_multiplier = run.multipliers != nullptr ? run.multipliers : &run.multiplier;
+  __m512 multiplier = _mm512_set1_ps(*next_multiplier++);
+  int64_t into_block = 0;
+  // Counters of lanes 0-7 and 8-15, and their advance per step (all modulo 2^64).
+  const uint64_t stride = run.index_stride * kGolden;
+  __m512i counter_low = _mm512_setzero_si512(), counter_high = _mm512_setzero_si512();
+  if constexpr (kStochastic) {
+    const uint64_t base = run.key + run.first_index * kGolden;
+    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    counter_low =
+        _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(base)),
+                         _mm512_mullo_epi64(lane, _mm512_set1_epi64(static_cast<int64_t>(stride))));
+    counter_high =
+        _mm512_add_epi64(counter_low, _mm512_set1_epi64(static_cast<int64_t>(8 * stride)));
+  }
+  const __m512i advance = _mm512_set1_epi64(static_cast<int64_t>(16 * stride));
+  __m512i amax = _mm512_setzero_si512();
+  int64_t saturated = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 lanes = left >= 16 ? kAll16 : __mmask16((1u << left) - 1u);
+    const __m512 x = load_values<kBf16>(in, i, lanes);
+    if constexpr (kPerValue) {
+      multiplier = _mm512_maskz_loadu_ps(lanes, per_value + i);
+    } else if (into_block == block) {
+      multiplier = _mm512_set1_ps(*next_multiplier++);
+      into_block = 0;
+    }
+    into_block += 16;
+    const __m512i bits = _mm512_castps_si512(_mm512_mul_ps(x, multiplier));
+    const __m512i abs = _mm512_and_si512(bits, splat(kF32AbsMask));
+    const __m512i x_abs = _mm512_and_si512(_mm512_castps_si512(x), splat(kF32AbsMask));
+    amax = _mm512_mask_max_epu32(amax, _mm512_cmple_epu32_mask(x_abs, splat(kF32InfBits)), amax,
+                                 x_abs);  // NaN ignored
+    const __mmask16 beyond = _mm512_mask_cmple_epu32_mask(
+        _mm512_cmpge_epu32_mask(abs, splat(F::kOverflowBits)), abs, splat(kF32InfBits));
+    saturated += std::popcount(static_cast<uint32_t>(beyond));
+    __m512i magnitude;
+    if constexpr (kStochastic) {
+      magnitude = stochastic_magnitude<F>(abs, random_bits(counter_low, counter_high));
+      counter_low = _mm512_add_epi64(counter_low, advance);
+      counter_high = _mm512_add_epi64(counter_high, advance);
+    } else {
+      magnitude = rne_magnitude<F>(abs);
+    }
+    store_codes<F>(finish<F>(bits, abs, magnitude, too_large), out, i, left);
+  }
+  EncodeTotals totals;
+  totals.saturated = saturated;
+  if (run.track_amax) {  // (not _mm512_reduce_max_epu32, whose extracts GCC 12 warns about)
+    alignas(64) uint32_t lane_amax[16];
+    _mm512_store_si512(lane_amax, amax);
+    totals.amax_bits = *std::max_element(lane_amax, lane_amax + 16);
+  }
+  return totals;
+}
+
+template <class F, bool kStochastic>
+EncodeTotals encode_rounding(const EncodeRun& run) {
+  const bool per_value = run.multipliers != nullptr && run.block == 1;
+  if (run.bf16)
+    return per_value ? encode_loop<F, kStochastic, true, true>(run)
+                     : encode_loop<F, kStochastic, true, false>(run);
+  return per_value ? encode_loop<F, kStochastic, false, true>(run)
+                   : encode_loop<F, kStochastic, false, false>(run);
+}
+
+template <class F>
+EncodeTotals encode_format(const EncodeRun& run) {
+  return run.stochastic ? encode_rounding<F, true>(run) : encode_rounding<F, false>(run);
+}
+
+template <class F>
+[[H2_ENCODE_TARGET]] void encode_lanes(const uint32_t* bits, const uint32_t* random, int64_t n,
+                                       bool saturate, uint8_t* codes) {
+  const __m512i too_large = splat(saturate ? F::kMaxMagnitude : F::kStandardOverflow);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1u);
+    const __m512i b = _mm512_maskz_loadu_epi32(lanes, bits + i);
+    const __m512i abs = _mm512_and_si512(b, splat(kF32AbsMask));
+    const __m512i magnitude =
+        random != nullptr
+            ? stochastic_magnitude<F>(abs, _mm512_maskz_loadu_epi32(lanes, random + i))
+            : rne_magnitude<F>(abs);
+    _mm512_mask_cvtepi32_storeu_epi8(codes + i, lanes, finish<F>(b, abs, magnitude, too_large));
+  }
+}
+
+}  // namespace
+
+bool avx512_takes(const EncodeRun& run) {
+  return run.multipliers == nullptr || run.block == 1 || run.block >= run.n ||
+         (run.block > 0 && run.block % 16 == 0);
+}
+
+bool avx512_encoders_available() {
+  static const bool available =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return available;
+}
+
+EncodeTotals encode_avx512(Format f, const EncodeRun& run) {
+  H2_CHECK(avx512_encoders_available(), "encode_avx512: this CPU lacks AVX512F/BW/DQ/VL");
+  H2_CHECK(avx512_takes(run), "encode_avx512: blocks of {} values are not a multiple of 16",
+           run.block);
+  return with_element_format(f, "encode_avx512",
+                             [&](auto format) { return encode_format<decltype(format)>(run); });
+}
+
+void encode_lanes_avx512(Format f, const uint32_t* bits, const uint32_t* random, int64_t n,
+                         bool saturate, uint8_t* codes) {
+  H2_CHECK(avx512_encoders_available(), "encode_lanes_avx512: this CPU lacks AVX512F/BW/DQ/VL");
+  with_element_format(f, "encode_lanes_avx512", [&](auto format) {
+    encode_lanes<decltype(format)>(bits, random, n, saturate, codes);
+  });
+}
+
+#else  // not x86-64: the portable loops only
+
+bool avx512_encoders_available() {
+  return false;
+}
+
+bool avx512_takes(const EncodeRun&) {
+  return false;
+}
+
+EncodeTotals encode_avx512(Format, const EncodeRun&) {
+  H2_THROW(Error, "encode_avx512: not an x86-64 build");
+}
+
+void encode_lanes_avx512(Format, const uint32_t*, const uint32_t*, int64_t, bool, uint8_t*) {
+  H2_THROW(Error, "encode_lanes_avx512: not an x86-64 build");
+}
+
+#endif
+
+}  // namespace h2::lowp::detail

@@ -1,0 +1,67 @@
+// Internals shared by core/lowp's batch encoders and decoders (formats.cpp, encode_batch.cpp,
+// encode_avx512.cpp): one batch encode as every path takes it, the format dispatch and the
+// compile-twice attribute of the portable loops.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "core/error.h"
+#include "core/lowp/format_codec.h"
+#include "core/lowp/formats.h"
+
+namespace h2::lowp::detail {
+
+// One batch encode: value i (in[i], FP32 or, with bf16, the top halves of FP32 patterns) times its
+// multiplier (multipliers[i / block] when multipliers is set, else `multiplier`), for i < n, into
+// `out` (bytes, or E2M1 packed two per byte, an odd n leaving the last high nibble 0).
+// Stochastic: element i draws counter_random_from_key(key, first_index + i * index_stride).
+struct EncodeRun {
+  const void* in = nullptr;
+  bool bf16 = false;
+  int64_t n = 0;
+  float multiplier = 1;
+  const float* multipliers = nullptr;
+  int64_t block = std::numeric_limits<int64_t>::max();
+  uint8_t* out = nullptr;
+  bool saturate = true;
+  bool stochastic = false;
+  uint64_t key = 0;
+  uint64_t first_index = 0;
+  uint64_t index_stride = 1;
+  bool track_amax = false;  // of the values before scaling, NaN ignored
+};
+
+inline bool saturates(Overflow overflow) {
+  return overflow == Overflow::saturate;
+}
+
+// Calls fn(codec::E4M3{}) etc. for the element formats; E8M0 is a scale format only.
+template <class Fn>
+decltype(auto) with_element_format(Format f, const char* what, Fn&& fn) {
+  switch (f) {
+    case Format::e4m3:
+      return fn(codec::E4M3{});
+    case Format::e5m2:
+      return fn(codec::E5M2{});
+    case Format::e2m1:
+      return fn(codec::E2M1{});
+    case Format::e8m0:
+      break;
+  }
+  H2_THROW(Error, "{}: e8m0 is a scale format, not an element format", what);
+}
+
+}  // namespace h2::lowp::detail
+
+// The portable batch loops are compiled twice, for the kernels' -march and for x86-64-v4
+// (AVX-512: 16 lanes), and the dynamic loader picks by the running CPU (GCC's target_clones, an
+// ifunc), so a build for AVX2 machines still uses AVX-512 where it exists; flatten inlines the
+// codec into each clone, so that its loops are compiled for that clone's instructions. Integer
+// code and one multiply per element: both clones give the same bits. Clang (the fuzzing build)
+// refuses target_clones with flatten; there the loops are built once.
+#if defined(__clang__)
+#define H2_AVX512_CLONE
+#else
+#define H2_AVX512_CLONE [[gnu::target_clones("arch=x86-64-v4", "default"), gnu::flatten]]
+#endif
