@@ -9,8 +9,8 @@
 // transposed as bytes afterwards (encode_strips; E2M1's nibble pairs regrouped first), except
 // under nvfp4's rule or for amax blocks taller than a strip (encodes_strips says why). Otherwise
 // the matrix is read in panels of P rows:
-// f32 and bf16 rows in place (bf16 amaxes on the bit patterns, values widened as they are scaled
-// into the row buffer), f16 rows widened, and a transposed input gathered by 8 x 8 register tiles
+// f32 and bf16 rows in place (bf16 amaxes on the bit patterns, values widened by the encoder),
+// f16 rows widened, and a transposed input gathered by 8 x 8 register tiles
 // (transpose.h) into a P x K FP32 scratch whose row stride avoids multiples of 4 KiB. Threads take
 // contiguous runs of panels. Per row:
 //   fused (1 x bc blocks, f32_amax or e8m0_*; or an imposed multiplier): each segment's amax and
@@ -20,9 +20,9 @@
 //     along its own contiguous rows instead of gathered), which reduce to the block amaxes (and for
 //     nvfp4 the tensor amax and s_enc) and to every block's scale, in parallel; pass 2 encodes the
 //     rows.
-// A row is encoded by one lowp::encode_n / encode_stochastic_n call: with several blocks it is
-// first scaled into a buffer (x * m, then encoded with multiplier 1, which is bit-identical to
-// encoding each block with its own multiplier). The stochastic index of (r, k) is
+// A row is encoded by one lowp::encode_scaled_n / encode_scaled_stochastic_n call, each value
+// times its block's multiplier (the FP32 product x * m) as it is encoded. The stochastic index of
+// (r, k) is
 // first_index + r * K + k, so results do not depend on the thread split. Stats: the input's amax
 // (NaN ignored) and the codec's count of saturated (or overflowed) elements.
 #include <algorithm>
@@ -137,33 +137,32 @@ class Quantizer {
   }
 
   // Encodes row r (x: its K values, f32 or bf16) with one multiplier per column block (m: GC
-  // values). With several blocks the scaled row is built in `buf` (a bf16 row widened on the way)
-  // and encoded in one call with multiplier 1: bit-identical to encoding each block with its own
-  // multiplier (x * m * 1 == x * m in FP32) and one codec call per row instead of one per block.
+  // values): one scaled encode, each value times its block's multiplier as it is encoded.
   template <class X>
-  void encode_row(int64_t r, const X* x, const float* m, float* buf,
-                  lowp::EncodeStats* stats) const {
-    float multiplier = m[0];
-    const float* values = buf;
-    if (g_.GC > 1) {
-      for (int64_t c = 0; c < g_.GC; ++c) {
-        const int64_t k0 = c * g_.bc, k1 = std::min(g_.K, k0 + g_.bc);
-        const float mc = m[c];
-        for (int64_t k = k0; k < k1; ++k) buf[k] = as_float(x[k]) * mc;
-      }
-      multiplier = 1;
-    } else if constexpr (std::is_same_v<X, float>) {
-      values = x;
-    } else {
-      to_floats(x, g_.K, buf);
-    }
+  void encode_row(int64_t r, const X* x, const float* m, lowp::EncodeStats* stats) const {
     const int64_t first = r * g_.K;
     uint8_t* codes = codes_ + (q_.spec.element == Format::e2m1 ? first / 2 : first);
+    encode_scaled(scaled_values(x, g_.K, m, g_.bc), first, 1, codes, stats);
+  }
+
+  // n values of x (f32 or bf16), value i times m[i / block].
+  template <class X>
+  static lowp::ScaledValues scaled_values(const X* x, int64_t n, const float* m, int64_t block) {
+    static_assert(std::is_same_v<X, float> || std::is_same_v<X, bf16_t>);
+    return {
+        .values = x, .bf16 = std::is_same_v<X, bf16_t>, .n = n, .multipliers = m, .block = block};
+  }
+
+  // Encodes `in` into `codes`, stochastically (element i drawing at args.first_index + first +
+  // i * stride) where the args ask for it.
+  void encode_scaled(const lowp::ScaledValues& in, int64_t first, int64_t stride, uint8_t* codes,
+                     lowp::EncodeStats* stats) const {
     if (args_.stochastic) {
-      lowp::encode_stochastic_n(q_.spec.element, values, g_.K, multiplier, args_.seed,
-                                args_.first_index + uint64_t(first), codes, args_.overflow, stats);
+      lowp::encode_scaled_stochastic_n(q_.spec.element, in, args_.seed,
+                                       args_.first_index + uint64_t(first), uint64_t(stride), codes,
+                                       args_.overflow, stats);
     } else {
-      lowp::encode_n(q_.spec.element, values, g_.K, multiplier, codes, args_.overflow, stats);
+      lowp::encode_scaled_n(q_.spec.element, in, codes, args_.overflow, stats);
     }
   }
 
@@ -295,11 +294,11 @@ class Quantizer {
   // quantized row lies in in's rows [c bc, (c + 1) bc). A task takes a strip of in's rows (one
   // column block where its amax is taken here, else kMaxStripRows rows) and kStripCols of in's
   // columns: the fused rule's block amaxes are the strip's column maxima (a running max along in's
-  // contiguous rows); each strip row is scaled by its columns' multipliers and encoded as it lies
-  // (stochastic rounding drawing by the quantized elements' indices, K apart along in's row), into
-  // a tile that is then transposed into the codes: as bytes (transpose_bytes), E2M1's nibble pairs
-  // first regrouped (pair_rows). The same bits as the panel path (x * m encoded with multiplier 1,
-  // as encode_row does) without an FP32 transpose. `multiplier`: the two-pass path's per block,
+  // contiguous rows); each strip row is encoded as it lies, each value times its column's
+  // multiplier (stochastic rounding drawing by the quantized elements' indices, K apart along in's
+  // row), into a tile that is then transposed into the codes: as bytes (transpose_bytes), E2M1's
+  // nibble pairs first regrouped (pair_rows). The same bits as the panel path (the same FP32
+  // products x * m) without an FP32 transpose. `multiplier`: the two-pass path's per block,
   // else null.
   template <class T>
   void encode_strips(const T* in, const float* multiplier, Stream& stream,
@@ -311,15 +310,14 @@ class Quantizer {
     const bool packed = info_->bits == 4;
     const int64_t row_bytes = packed ? (K + 1) / 2 : K;  // of a quantized row
     // Per part: the encoded tile (rows x kStripCols bytes), E2M1's regrouped one (half of it),
-    // and the multipliers and scaled row of kStripCols floats each.
+    // and the multipliers of kStripCols columns.
     const int64_t tile_bytes = rows * kStripCols + (packed ? (rows + 1) / 2 * kStripCols : 0);
     ScratchBuffer<uint8_t> tiles(stream, size_t(parts * tile_bytes));
-    ScratchBuffer<float> bufs(stream, size_t(parts * 2 * kStripCols));
+    ScratchBuffer<float> multipliers(stream, size_t(parts * kStripCols));
     parallel_for(parts, ceil_div(R * K, parts) * 4, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         uint8_t* tile = tiles.data() + p * tile_bytes;
-        float* m = bufs.data() + p * 2 * kStripCols;
-        float* buf = m + kStripCols;
+        float* m = multipliers.data() + p * kStripCols;
         PartStats& st = part_stats[size_t(p)];
         for (int64_t t = tasks * p / parts; t < tasks * (p + 1) / parts; ++t) {
           const int64_t r0 = t % col_tiles * kStripCols, w = std::min(kStripCols, R - r0);
@@ -346,16 +344,8 @@ class Quantizer {
               const float* block = multiplier + k / bc;
               for (int64_t i = 0; i < w; ++i) m[i] = block[((r0 + i) / g_.br) * g_.GC];
             }
-            const T* x = in + k * R + r0;
-            for (int64_t i = 0; i < w; ++i) buf[i] = as_float(x[i]) * m[i];
-            uint8_t* out = tile + (k - k0) * kStripCols;
-            if (args_.stochastic) {
-              lowp::encode_stochastic_strided_n(q_.spec.element, buf, w, 1.0f, args_.seed,
-                                                args_.first_index + uint64_t(r0 * K + k),
-                                                uint64_t(K), out, args_.overflow, &st.codec);
-            } else {
-              lowp::encode_n(q_.spec.element, buf, w, 1.0f, out, args_.overflow, &st.codec);
-            }
+            encode_scaled(scaled_values(in + k * R + r0, w, m, 1), r0 * K + k, K,
+                          tile + (k - k0) * kStripCols, &st.codec);
           }
           uint8_t* codes = codes_ + r0 * row_bytes + k0 / (packed ? 2 : 1);
           if (!packed) {
@@ -392,8 +382,8 @@ class Quantizer {
   lowp::EncodeStats quantize(const T* in, Stream& stream) {
     codes_ = static_cast<uint8_t*>(q_.codes.data());
     scales_ = q_.scales.data();
-    // bf16 rows are read in place (amaxes on their bit patterns, widened while scaled into the
-    // row buffer); f16 inputs, and transposed ones the strip path does not take, through panels
+    // bf16 rows are read in place (amaxes on their bit patterns, widened by the encoder); f16
+    // inputs, and transposed ones the strip path does not take, through panels
     // of FP32 rows.
     const bool strips = encodes_strips<T>();
     const bool needs_scratch = (args_.transpose && !strips) || std::is_same_v<T, f16_t>;
@@ -422,46 +412,65 @@ class Quantizer {
     return total;
   }
 
-  // Pass 2 (or the fused path) by panels of quantized rows.
+  // Pass 2 (or the fused path) by panels of quantized rows: the multipliers of the panel's rows
+  // first (the fused rules' from each row's segment amaxes, scales stored on the way), then the
+  // encode, in one call for the whole panel where its rows lie back to back (f32 and bf16 rows in
+  // place) and every block is a whole number of 16-value steps inside a row, else row by row.
   template <class T>
   void encode_panels(const T* in, const std::vector<float>& multiplier, Stream& stream,
                      float* scratch, std::vector<PartStats>& part_stats) {
     constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
     const auto parts = int64_t(part_stats.size());
-    ScratchBuffer<float> row_buf(stream, size_t(parts * g_.ld));
-    ScratchBuffer<float> row_mult(stream, size_t(parts * g_.GC));
+    const int64_t GC = g_.GC;
+    ScratchBuffer<float> panel_mult(stream, size_t(parts * kPanel * GC));
+    const bool in_place = !args_.transpose && !std::is_same_v<T, f16_t>;
+    const bool whole_panel = in_place && g_.K % g_.bc == 0 && g_.bc % 16 == 0;
     for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
       Panel panel{};
       if (!kBf16 || args_.transpose)
         panel = read_panel(in, g_, args_.transpose, r0, n, scratch + p * kPanel * g_.ld);
       PartStats& st = part_stats[size_t(p)];
-      float* own = row_mult.data() + p * g_.GC;  // the fused path's multipliers of a row
-      auto encode = [&](int64_t r, const auto* x) {
-        const float* m = own;
+      float* mult = panel_mult.data() + p * kPanel * GC;  // row i's at mult + i * GC
+      // fn(i, row i's values): bf16 rows in place, else the panel's FP32 rows.
+      auto for_rows = [&](auto&& fn) {
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (kBf16) {
+            if (!args_.transpose) {
+              fn(i, in + (r0 + i) * g_.K);
+              continue;
+            }
+          }
+          fn(i, panel.rows + i * panel.ld);
+        }
+      };
+      for_rows([&](int64_t i, const auto* x) {
+        float* m = mult + i * GC;
         if (imposed()) {  // one block
-          own[0] = args_.multiplier;
+          m[0] = args_.multiplier;
           st.amax = std::max(st.amax, abs_max(x, g_.K));
         } else if (fused()) {  // 1 x bc blocks: block (r, c) is segment c of this row
-          for (int64_t c = 0; c < g_.GC; ++c) {
+          for (int64_t c = 0; c < GC; ++c) {
             const float a = segment_amax(x, c);
             const BlockScale s = scale_of(a, 0, 0);
-            store_scale(scales_, q_.spec.rule, r * g_.GC + c, s);
-            own[c] = s.multiplier;
+            store_scale(scales_, q_.spec.rule, (r0 + i) * GC + c, s);
+            m[c] = s.multiplier;
             st.amax = std::max(st.amax, a);
           }
         } else {
-          m = multiplier.data() + (r / g_.br) * g_.GC;
+          std::copy_n(multiplier.data() + ((r0 + i) / g_.br) * GC, GC, m);
         }
-        encode_row(r, x, m, row_buf.data() + p * g_.ld, &st.codec);
-      };
-      for (int64_t i = 0; i < n; ++i) {
-        if constexpr (kBf16) {
-          if (!args_.transpose) {
-            encode(r0 + i, in + (r0 + i) * g_.K);
-            continue;
-          }
-        }
-        encode(r0 + i, panel.rows + i * panel.ld);
+      });
+      if (!whole_panel) {
+        for_rows(
+            [&](int64_t i, const auto* x) { encode_row(r0 + i, x, mult + i * GC, &st.codec); });
+        return;
+      }
+      const int64_t first = r0 * g_.K;
+      uint8_t* codes = codes_ + (q_.spec.element == Format::e2m1 ? first / 2 : first);
+      if constexpr (kBf16) {
+        encode_scaled(scaled_values(in + first, n * g_.K, mult, g_.bc), first, 1, codes, &st.codec);
+      } else {
+        encode_scaled(scaled_values(panel.rows, n * g_.K, mult, g_.bc), first, 1, codes, &st.codec);
       }
     });
   }
