@@ -194,7 +194,7 @@ class Quantizer {
   // and the tensor's amax.
   template <class T>
   float block_multipliers(const T* in, Stream& stream, int64_t parts, float* scratch,
-                          std::vector<float>& multiplier) {
+                          float* multiplier) {
     ScratchBuffer<float> row_amax(stream, size_t(g_.R * g_.GC));
     if (args_.transpose) {
       transposed_row_amax(in, row_amax.data());
@@ -213,16 +213,16 @@ class Quantizer {
       });
     }
     // Block amaxes: the rows' own for one-row blocks, else reduced over block rows in parallel.
-    std::vector<float> reduced;
-    const float* block_amax = row_amax.data();
     const int64_t blocks = g_.GR * g_.GC;
+    ScratchBuffer<float> reduced(stream, g_.br > 1 ? size_t(blocks) : 1);
+    const float* block_amax = row_amax.data();
     if (g_.br > 1) {
-      reduced.assign(size_t(blocks), 0.0f);
+      std::fill_n(reduced.data(), blocks, 0.0f);
       parallel_for(g_.GR, g_.br * g_.GC, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b)
           for (int64_t r = b * g_.br; r < std::min(g_.R, (b + 1) * g_.br); ++r)
             for (int64_t c = 0; c < g_.GC; ++c) {
-              float& m = reduced[size_t(b * g_.GC + c)];
+              float& m = reduced.data()[b * g_.GC + c];
               m = std::max(m, row_amax.data()[r * g_.GC + c]);
             }
       });
@@ -235,13 +235,12 @@ class Quantizer {
       global = 1.0f / s_enc;
       *q_.global.data_as<float>() = global;
     }
-    multiplier.resize(size_t(blocks));
     parallel_for(blocks, 16, [&](int64_t b0, int64_t b1) {
       if (q_.spec.rule == ScaleRule::nvfp4) {  // one block per 16 elements: a vectorised loop
         // (on local copies: through the captured references GCC assumes the stores alias them)
         const float enc = s_enc, g = global;
         const float* amax = block_amax;
-        float* mult = multiplier.data();
+        float* mult = multiplier;
         auto* codes = static_cast<uint8_t*>(scales_);
         for (int64_t b = b0; b < b1; ++b) {
           const BlockScale s = lowp::nvfp4_scale(amax[b], enc, g);
@@ -252,7 +251,7 @@ class Quantizer {
       }
       for (int64_t b = b0; b < b1; ++b) {
         const BlockScale s = scale_of(block_amax[b], s_enc, global);
-        multiplier[size_t(b)] = s.multiplier;
+        multiplier[b] = s.multiplier;
         store_scale(scales_, q_.spec.rule, b, s);
       }
     });
@@ -392,17 +391,19 @@ class Quantizer {
     ScratchBuffer<float> scratch(stream, needs_scratch ? size_t(parts * kPanel * g_.ld) : 1);
     std::vector<PartStats> part_stats(static_cast<size_t>(parts));
 
-    std::vector<float> multiplier;  // two-pass path: per block
+    // The two-pass path's multipliers, per block (from the stream's allocator: a vector of this
+    // size, 176 KB for nvfp4's dy^T, came from mmap and page-faulted on every call).
+    ScratchBuffer<float> multiplier(stream, fused() ? 1 : size_t(g_.GR * g_.GC));
     float amax = 0;
     if (imposed()) {
       store_scale(scales_, q_.spec.rule, 0, lowp::imposed_scale(args_.multiplier));
     } else if (!fused()) {
-      amax = block_multipliers(in, stream, parts, scratch.data(), multiplier);
+      amax = block_multipliers(in, stream, parts, scratch.data(), multiplier.data());
     }
     if constexpr (!std::is_same_v<T, f16_t>) {
       if (strips) encode_strips(in, fused() ? nullptr : multiplier.data(), stream, part_stats);
     }
-    if (!strips) encode_panels(in, multiplier, stream, scratch.data(), part_stats);
+    if (!strips) encode_panels(in, multiplier.data(), stream, scratch.data(), part_stats);
     lowp::EncodeStats total;
     total.amax = amax;
     for (const PartStats& part : part_stats) {
@@ -417,8 +418,8 @@ class Quantizer {
   // encode, in one call for the whole panel where its rows lie back to back (f32 and bf16 rows in
   // place) and every block is a whole number of 16-value steps inside a row, else row by row.
   template <class T>
-  void encode_panels(const T* in, const std::vector<float>& multiplier, Stream& stream,
-                     float* scratch, std::vector<PartStats>& part_stats) {
+  void encode_panels(const T* in, const float* multiplier, Stream& stream, float* scratch,
+                     std::vector<PartStats>& part_stats) {
     constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
     const auto parts = int64_t(part_stats.size());
     const int64_t GC = g_.GC;
@@ -457,7 +458,7 @@ class Quantizer {
             st.amax = std::max(st.amax, a);
           }
         } else {
-          std::copy_n(multiplier.data() + ((r0 + i) / g_.br) * GC, GC, m);
+          std::copy_n(multiplier + ((r0 + i) / g_.br) * GC, GC, m);
         }
       });
       if (!whole_panel) {
