@@ -6,25 +6,25 @@
 // (ceil(R / br), ceil(K / bc)); P = 32: rows per panel.
 //
 // Algorithm. A transposed f32 or bf16 input is encoded from its own rows in strips, the codes
-// transposed as bytes afterwards (encode_strips; E2M1's nibble pairs regrouped first), except
-// under nvfp4's rule or for amax blocks taller than a strip (encodes_strips says why). Otherwise
-// the matrix is read in panels of P rows:
-// f32 and bf16 rows in place (bf16 amaxes on the bit patterns, values widened by the encoder),
-// f16 rows widened, and a transposed input gathered by 8 x 8 register tiles
+// transposed as bytes afterwards (encode_strips; E2M1's nibble pairs regrouped first; nvfp4's
+// multipliers laid out by column block so that a strip row reads its own in place), except for
+// amax blocks taller than a strip (encodes_strips says why). Otherwise the matrix is read in
+// panels of P rows: f32 and bf16 rows in place (bf16 amaxes on the bit patterns, values widened
+// by the encoder), f16 rows widened, and a transposed f16 input gathered by 8 x 8 register tiles
 // (transpose.h) into a P x K FP32 scratch whose row stride avoids multiples of 4 KiB. Threads take
 // contiguous runs of panels. Per row:
 //   fused (1 x bc blocks, f32_amax or e8m0_*; or an imposed multiplier): each segment's amax and
 //     block scale while the row is in L1, then the encode: one pass over the input;
 //   two passes (taller blocks, nvfp4): pass 1 stores each row's amax per column block
-//     (R x GC floats; bf16 rows on their bit patterns in place, and a transposed input reduced
-//     along its own contiguous rows instead of gathered), which reduce to the block amaxes (and for
-//     nvfp4 the tensor amax and s_enc) and to every block's scale, in parallel; pass 2 encodes the
-//     rows.
-// A row is encoded by one lowp::encode_scaled_n / encode_scaled_stochastic_n call, each value
-// times its block's multiplier (the FP32 product x * m) as it is encoded. The stochastic index of
-// (r, k) is
-// first_index + r * K + k, so results do not depend on the thread split. Stats: the input's amax
-// (NaN ignored) and the codec's count of saturated (or overflowed) elements.
+//     (R x GC floats, or column-laid; bf16 rows on their bit patterns in place, and a transposed
+//     input reduced along its own contiguous rows instead of gathered), which reduce to the block
+//     amaxes (and for nvfp4 the tensor amax and s_enc) and to every block's scale, in parallel;
+//     pass 2 encodes the rows.
+// Rows are encoded by lowp::encode_scaled_n / encode_scaled_stochastic_n, each value times its
+// block's multiplier (the FP32 product x * m) as it is encoded; a panel of rows in place in one
+// call. The stochastic index of (r, k) is first_index + r * K + k, so results do not depend on the
+// thread split. Stats: the input's amax (NaN ignored) and the codec's count of saturated (or
+// overflowed) elements.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -166,38 +166,23 @@ class Quantizer {
     }
   }
 
-  // Pass 1's row amaxes (R x GC: segment c of quantized row r) of a transposed input without
-  // gathering it: `in` is (K, R), so segment c of row r is column r of in's rows [c bc, (c + 1)
-  // bc), and a running max along in's contiguous rows, kChunk columns at a time, gives it for
-  // every r at once. NaN is ignored, as in abs_max.
+  // Whether the two-pass path lays its amaxes and multipliers out by column block (c * R + r):
+  // one-row blocks (nvfp4) of a transposed input taken by the strips, which then read each strip
+  // row's multipliers in place.
   template <class T>
-  void transposed_row_amax(const T* in, float* row_amax) const {
-    const int64_t R = g_.R, K = g_.K, bc = g_.bc, GC = g_.GC;
-    parallel_for(GC, bc * R, [&](int64_t c0, int64_t c1) {
-      float values[kChunk];
-      uint32_t most[kChunk];
-      for (int64_t c = c0; c < c1; ++c)
-        for (int64_t r0 = 0; r0 < R; r0 += kChunk) {
-          const int64_t n = std::min(kChunk, R - r0);
-          std::fill(most, most + n, 0u);
-          for (int64_t k = c * bc; k < std::min(K, (c + 1) * bc); ++k) {
-            to_floats(in + k * R + r0, n, values);
-            for (int64_t i = 0; i < n; ++i) most[i] = std::max(most[i], magnitude_bits(values[i]));
-          }
-          for (int64_t i = 0; i < n; ++i)
-            row_amax[(r0 + i) * GC + c] = from_magnitude_bits(most[i]);
-        }
-    });
+  bool columns_laid() const {
+    return !fused() && g_.br == 1 && encodes_strips<T>();
   }
 
-  // Pass 1 of the two-pass path: every block's multiplier (GR x GC, scales stored on the way)
-  // and the tensor's amax.
+  // Pass 1 of the two-pass path: every block's multiplier (GR x GC, or column-laid; scales
+  // stored on the way) and the tensor's amax.
   template <class T>
   float block_multipliers(const T* in, Stream& stream, int64_t parts, float* scratch,
                           float* multiplier) {
+    const bool columns = columns_laid<T>();
     ScratchBuffer<float> row_amax(stream, size_t(g_.R * g_.GC));
     if (args_.transpose) {
-      transposed_row_amax(in, row_amax.data());
+      transposed_segment_amax(in, g_, columns, row_amax.data());
     } else if constexpr (std::is_same_v<T, bf16_t>) {  // bf16 rows read in place
       parallel_for(g_.R, g_.K, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
@@ -235,13 +220,15 @@ class Quantizer {
       global = 1.0f / s_enc;
       *q_.global.data_as<float>() = global;
     }
+    // Column-laid scale codes are transposed into the scales afterwards.
+    ScratchBuffer<uint8_t> column_codes(stream, columns ? size_t(blocks) : 1);
     parallel_for(blocks, 16, [&](int64_t b0, int64_t b1) {
       if (q_.spec.rule == ScaleRule::nvfp4) {  // one block per 16 elements: a vectorised loop
         // (on local copies: through the captured references GCC assumes the stores alias them)
         const float enc = s_enc, g = global;
         const float* amax = block_amax;
         float* mult = multiplier;
-        auto* codes = static_cast<uint8_t*>(scales_);
+        auto* codes = columns ? column_codes.data() : static_cast<uint8_t*>(scales_);
         for (int64_t b = b0; b < b1; ++b) {
           const BlockScale s = lowp::nvfp4_scale(amax[b], enc, g);
           mult[b] = s.multiplier;
@@ -249,25 +236,27 @@ class Quantizer {
         }
         return;
       }
+      H2_CHECK(!columns, "cpu quantize: column-laid blocks are nvfp4's only");
       for (int64_t b = b0; b < b1; ++b) {
         const BlockScale s = scale_of(block_amax[b], s_enc, global);
         multiplier[b] = s.multiplier;
         store_scale(scales_, q_.spec.rule, b, s);
       }
     });
+    if (columns)  // (GC, R) codes into the (R, GC) scales
+      transpose_bytes(column_codes.data(), g_.R, g_.GC, 0, g_.R, static_cast<uint8_t*>(scales_),
+                      g_.GC);
     return tensor_amax;
   }
 
   // Whether the transposed orientation is encoded from in's own rows (encode_strips): f32 or
   // bf16 input, blocks of at most kMaxStripRows rows of in where their amax is taken here, and for
-  // E2M1 strips that start on even rows of in (codes pair up along them). Not for two-pass
-  // one-row blocks (nvfp4): a strip would gather one multiplier per column of in at every block
-  // boundary, and measured slower than the panels (dy^T 1.08x).
+  // E2M1 strips that start on even rows of in (codes pair up along them). Two-pass one-row
+  // blocks (nvfp4) lay their multipliers out by column block for it (columns_laid).
   template <class T>
   bool encodes_strips() const {
     if (!args_.transpose || std::is_same_v<T, f16_t>) return false;
     if (block_amax_in_strips() && g_.bc > kMaxStripRows) return false;
-    if (!fused() && g_.br == 1 && g_.R > 1) return false;
     return info_->bits == 8 || strip_grid().rows % 2 == 0 || g_.K <= strip_grid().rows;
   }
 
@@ -303,6 +292,7 @@ class Quantizer {
   void encode_strips(const T* in, const float* multiplier, Stream& stream,
                      std::vector<PartStats>& part_stats) {
     const int64_t R = g_.R, K = g_.K, bc = g_.bc;
+    const bool columns = columns_laid<T>();
     const StripGrid grid = strip_grid();
     const int64_t rows = grid.rows, col_tiles = grid.col_tiles;
     const int64_t tasks = grid.tasks, parts = int64_t(part_stats.size());
@@ -339,11 +329,14 @@ class Quantizer {
             }
           }
           for (int64_t k = k0; k < k1; ++k) {
-            if (!fused() && (k == k0 || k % bc == 0)) {  // the multipliers of column block k / bc
+            const float* row_m = m;  // the multipliers of this strip row's columns
+            if (columns) {
+              row_m = multiplier + (k / bc) * R + r0;
+            } else if (!fused() && (k == k0 || k % bc == 0)) {  // column block k / bc, gathered
               const float* block = multiplier + k / bc;
               for (int64_t i = 0; i < w; ++i) m[i] = block[((r0 + i) / g_.br) * g_.GC];
             }
-            encode_scaled(scaled_values(in + k * R + r0, w, m, 1), r0 * K + k, K,
+            encode_scaled(scaled_values(in + k * R + r0, w, row_m, 1), r0 * K + k, K,
                           tile + (k - k0) * kStripCols, &st.codec);
           }
           uint8_t* codes = codes_ + r0 * row_bytes + k0 / (packed ? 2 : 1);

@@ -1,5 +1,6 @@
 // The CPU quantizer's row primitives (backends/cpu/kernels/quantize.cpp): its geometry, panels of
-// FP32 rows, NaN-ignoring amaxes on bit patterns, and where a block's scale is stored.
+// FP32 rows, NaN-ignoring amaxes on bit patterns (a transposed input's too), and where a block's
+// scale is stored.
 #pragma once
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernels/cpu_floats.h"
+#include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/element.h"
 #include "backends/cpu/kernels/transpose.h"
 #include "core/lowp/block_scale.h"
@@ -96,6 +98,32 @@ inline Panel read_panel(const T* in, const Geometry& g, bool transpose, int64_t 
   // in is (K, R): element (r, k) is in[k * R + r].
   transpose_to_f32(in + r0, g.R, K, n, scratch, ld);
   return {scratch, ld};
+}
+
+// Pass 1's row amaxes of a transposed input without gathering it: in is (K, R), so segment c of
+// quantized row r is column r of in's rows [c bc, (c + 1) bc), and a running max along in's
+// contiguous rows, 64 columns at a time, gives it for every r at once. Stored at amax[r * GC + c],
+// or column-laid at amax[c * R + r]. NaN is ignored, as in abs_max.
+template <class T>
+void transposed_segment_amax(const T* in, const Geometry& g, bool column_laid, float* amax) {
+  constexpr int64_t kChunk = 64;
+  const int64_t R = g.R, K = g.K, bc = g.bc, GC = g.GC;
+  const int64_t r_stride = column_laid ? 1 : GC, c_stride = column_laid ? R : 1;
+  parallel_for(GC, bc * R, [&](int64_t c0, int64_t c1) {
+    float values[kChunk];
+    uint32_t most[kChunk];
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t r0 = 0; r0 < R; r0 += kChunk) {
+        const int64_t n = std::min(kChunk, R - r0);
+        std::fill(most, most + n, 0u);
+        for (int64_t k = c * bc; k < std::min(K, (c + 1) * bc); ++k) {
+          to_floats(in + k * R + r0, n, values);
+          for (int64_t i = 0; i < n; ++i) most[i] = std::max(most[i], magnitude_bits(values[i]));
+        }
+        for (int64_t i = 0; i < n; ++i)
+          amax[(r0 + i) * r_stride + c * c_stride] = from_magnitude_bits(most[i]);
+      }
+  });
 }
 
 // Stores one block's scale in the scales tensor (f32, E8M0 byte or E4M3 byte).
