@@ -100,28 +100,44 @@ inline Panel read_panel(const T* in, const Geometry& g, bool transpose, int64_t 
   return {scratch, ld};
 }
 
+// The column maxima of |x| (as magnitude_bits) of rows [k0, k1) of an f32 or bf16 matrix with
+// row stride ld, columns [0, w): most[i] for column i.
+template <class X>
+inline void column_magnitudes(const X* __restrict x, int64_t ld, int64_t k0, int64_t k1, int64_t w,
+                              decltype(magnitude_bits(X{}))* __restrict most) {
+  std::fill(most, most + w, 0);
+  for (int64_t k = k0; k < k1; ++k)
+    for (int64_t i = 0; i < w; ++i) most[i] = std::max(most[i], magnitude_bits(x[k * ld + i]));
+}
+
 // Pass 1's row amaxes of a transposed input without gathering it: in is (K, R), so segment c of
-// quantized row r is column r of in's rows [c bc, (c + 1) bc), and a running max along in's
-// contiguous rows, 64 columns at a time, gives it for every r at once. Stored at amax[r * GC + c],
-// or column-laid at amax[c * R + r]. NaN is ignored, as in abs_max.
+// quantized row r is column r of in's rows [c bc, (c + 1) bc), and the column maxima of those
+// rows give it for every r at once (f16 widened first). Stored at amax[r * GC + c], or
+// column-laid at amax[c * R + r]. NaN is ignored, as in abs_max.
 template <class T>
 void transposed_segment_amax(const T* in, const Geometry& g, bool column_laid, float* amax) {
-  constexpr int64_t kChunk = 64;
   const int64_t R = g.R, K = g.K, bc = g.bc, GC = g.GC;
   const int64_t r_stride = column_laid ? 1 : GC, c_stride = column_laid ? R : 1;
   parallel_for(GC, bc * R, [&](int64_t c0, int64_t c1) {
-    float values[kChunk];
-    uint32_t most[kChunk];
+    float values[kStripCols];
+    uint32_t wide[kStripCols];
     for (int64_t c = c0; c < c1; ++c)
-      for (int64_t r0 = 0; r0 < R; r0 += kChunk) {
-        const int64_t n = std::min(kChunk, R - r0);
-        std::fill(most, most + n, 0u);
-        for (int64_t k = c * bc; k < std::min(K, (c + 1) * bc); ++k) {
-          to_floats(in + k * R + r0, n, values);
-          for (int64_t i = 0; i < n; ++i) most[i] = std::max(most[i], magnitude_bits(values[i]));
+      for (int64_t r0 = 0; r0 < R; r0 += kStripCols) {
+        const int64_t n = std::min(kStripCols, R - r0);
+        const int64_t k0 = c * bc, k1 = std::min(K, (c + 1) * bc);
+        float* out = amax + r0 * r_stride + c * c_stride;
+        if constexpr (std::is_same_v<T, f16_t>) {
+          std::fill(wide, wide + n, 0u);
+          for (int64_t k = k0; k < k1; ++k) {
+            to_floats(in + k * R + r0, n, values);
+            for (int64_t i = 0; i < n; ++i) wide[i] = std::max(wide[i], magnitude_bits(values[i]));
+          }
+          for (int64_t i = 0; i < n; ++i) out[i * r_stride] = from_magnitude_bits(wide[i]);
+        } else {
+          decltype(magnitude_bits(T{})) most[kStripCols];
+          column_magnitudes(in + r0, R, k0, k1, n, most);
+          for (int64_t i = 0; i < n; ++i) out[i * r_stride] = from_magnitude_bits(most[i]);
         }
-        for (int64_t i = 0; i < n; ++i)
-          amax[(r0 + i) * r_stride + c * c_stride] = from_magnitude_bits(most[i]);
       }
   });
 }
