@@ -111,14 +111,13 @@ bool qmatmul_bf16(const QMatmulArgs& args, const QuantOperand& a, const QuantOpe
   const int64_t mp_max = std::min(M, kPanelRows);
   ScratchBuffer<uint16_t> b16(stream, size_t(N * K));
   ScratchBuffer<uint16_t> a16(stream, size_t(mp_max * K));
-  parallel_for(N, K, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) b.decode_row_bf16(r, b16.data() + r * K);
-  });
+  parallel_for(
+      N, K, [&](int64_t r0, int64_t r1) { b.decode_rows_bf16(r0, r1 - r0, b16.data() + r0 * K); });
   const size_t out_bytes = dtype_storage_bytes(out_dtype, 1);
   for (int64_t m0 = 0; m0 < M; m0 += mp_max) {
     const int64_t mp = std::min(mp_max, M - m0);
     parallel_for(mp, K, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) a.decode_row_bf16(m0 + r, a16.data() + r * K);
+      a.decode_rows_bf16(m0 + r0, r1 - r0, a16.data() + r0 * K);
     });
     const GemmCall call{.dims = {.m = mp, .n = N, .k = K, .trans_b = true},
                         .alpha = alpha,

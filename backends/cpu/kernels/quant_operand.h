@@ -107,6 +107,25 @@ class QuantOperand {
     }
   }
 
+  // Rows [r0, r0 + rows) as decode_row_bf16 gives them, row-major (rows x K): where blocks do not
+  // straddle rows, several rows per decode call, their block scales gathered first (a call per
+  // row cost more than decoding a short row).
+  void decode_rows_bf16(int64_t r0, int64_t rows, uint16_t* dst) const {
+    if (rule_ == ScaleRule::f32_amax) return decode_codes_bf16_rows(r0, rows, dst);
+    if (K_ % bc_ != 0 || GC_ > kScaleChunk) {
+      for (int64_t i = 0; i < rows; ++i) decode_row_bf16(r0 + i, dst + i * K_);
+      return;
+    }
+    const int64_t per_call = kScaleChunk / GC_;
+    float local[kScaleChunk];
+    for (int64_t r = r0; r < r0 + rows; r += per_call) {
+      const int64_t n = std::min(per_call, r0 + rows - r);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < GC_; ++c) local[i * GC_ + c] = local_scale((r + i) / br_, c);
+      lowp::decode_bf16_n(element_, row_codes(r, 0), n * K_, bc_, local, dst + (r - r0) * K_);
+    }
+  }
+
   // Rows [r0, r0 + rows) of code values as bf16 bits, row-major (rows x K), without any scale:
   // exact, since every E4M3, E5M2 and E2M1 value is a bf16 number; one call over the contiguous
   // codes. qmatmul's K-block path applies the FP32 block scales to each K block's product.
@@ -158,7 +177,7 @@ class QuantOperand {
     return codes_ + (element_ == Format::e2m1 ? i / 2 : i);
   }
 
-  static constexpr int64_t kScaleChunk = 64;  // block scales gathered per bf16 decode call
+  static constexpr int64_t kScaleChunk = 256;  // block scales gathered per bf16 decode call
 
   const uint8_t* codes_;
   Format element_;
