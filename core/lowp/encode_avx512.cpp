@@ -3,18 +3,18 @@
 // Shapes: 16 FP32 lanes per step; a tail of n % 16 elements runs the same step with its lanes
 // masked (masked-off lanes load 0.0, which encodes to code 0, never saturates and leaves the
 // amax alone, so they change nothing and their codes are not stored). Random bits: the 16 64-bit
-// counters key + (first_index + i * index_stride) * golden lie in two 8-lane vectors that advance
-// by 16 strides a step (the same sums modulo 2^64 as the scalar product), go through splitmix64's
-// finaliser and give their high halves. E2M1: codes c_2j and c_2j+1 are the halves of 64-bit lane
-// j, so (lane | lane >> 28) has byte c_2j | c_2j+1 << 4 at the bottom, stored by a truncating
-// 64-to-8-bit store.
+// counters key + (first_index + i * index_stride) * kCounterStep lie in two 8-lane vectors that
+// advance by 16 strides a step (the same sums modulo 2^64 as the scalar product), go through
+// splitmix64's finaliser and give their high halves. E2M1: codes c_2j and c_2j+1 are the halves of
+// 64-bit lane j, so (lane | lane >> 28) has byte c_2j | c_2j+1 << 4 at the bottom, stored by a
+// truncating 64-to-8-bit store.
 //
 // Why not the portable loops with target_clones: GCC vectorised them with the random counters
 // multiplied per element, the codes bounced through a 64-byte buffer and the nibbles paired by
 // byte shuffles, and a quantizer had to write its scaled values out first. Here stochastic
-// rounding takes 0.57 ns per element instead of 0.83 on a Zen 4 core (8,199 values in L1), round
-// to nearest 4% less, and a quantizer's pass over bf16 rows with their blocks' multipliers is one
-// loop (docs/performance.md, stop 35).
+// rounding takes 0.56 ns per value instead of 0.84 on a Zen 4 core, round to nearest 0.26-0.29
+// instead of 0.31-0.33 (`h2_bench_kernels --sections encoders`), and a quantizer's pass over bf16
+// rows with their blocks' multipliers is one loop (docs/performance.md, stop 35).
 #include "core/lowp/encode_avx512.h"
 
 #if defined(__x86_64__)
@@ -37,8 +37,6 @@ namespace {
 
 using codec::kF32AbsMask;
 using codec::kF32InfBits;
-
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // counter_random_from_key's step
 
 [[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i splat(uint32_t v) {
   return _mm512_set1_epi32(static_cast<int>(v));
@@ -187,10 +185,10 @@ template <class F, bool kStochastic, bool kBf16, bool kPerValue>
   __m512 multiplier = _mm512_set1_ps(*next_multiplier++);
   int64_t into_block = 0;
   // Counters of lanes 0-7 and 8-15, and their advance per step (all modulo 2^64).
-  const uint64_t stride = run.index_stride * kGolden;
+  const uint64_t stride = run.index_stride * codec::kCounterStep;
   __m512i counter_low = _mm512_setzero_si512(), counter_high = _mm512_setzero_si512();
   if constexpr (kStochastic) {
-    const uint64_t base = run.key + run.first_index * kGolden;
+    const uint64_t base = run.key + run.first_index * codec::kCounterStep;
     const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
     counter_low =
         _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(base)),

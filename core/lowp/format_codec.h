@@ -331,8 +331,11 @@ H2_HOST_DEVICE inline uint64_t random_key(uint64_t seed) {
   return mix64(seed ^ 0x6a09e667f3bcc909ull);
 }
 
+// The counter's step per index (2^64 / golden ratio); batch encoders advance counters by it.
+inline constexpr uint64_t kCounterStep = 0x9e3779b97f4a7c15ull;
+
 H2_HOST_DEVICE inline uint32_t counter_random_from_key(uint64_t key, uint64_t index) {
-  return static_cast<uint32_t>(mix64(key + index * 0x9e3779b97f4a7c15ull) >> 32);
+  return static_cast<uint32_t>(mix64(key + index * kCounterStep) >> 32);
 }
 
 // 32 random bits, a pure function of (seed, index).
