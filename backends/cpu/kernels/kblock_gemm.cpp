@@ -57,7 +57,8 @@ struct TileOut {
 };
 
 // Stores 16 floats (those of `mask`) as bf16 bits: round to nearest even, NaN made quiet, as
-// f32_to_bf16.
+// f32_to_bf16. (Not FloatOut::commit, f32_to_bf16's loop: writing the tiles through it made the
+// forward qmatmul of the gate projection, bf16 out, 4.5% slower: 0.945 -> 0.990 ms.)
 H2_AVX512_BF16 inline void store_bf16(uint16_t* dst, __m512 v, __mmask16 mask) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(kAll, u, 16), _mm512_set1_epi32(1));
