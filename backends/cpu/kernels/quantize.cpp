@@ -129,13 +129,6 @@ class Quantizer {
     });
   }
 
-  // The amax of segment c (column block c) of a row's K values, f32 or bf16.
-  template <class X>
-  float segment_amax(const X* row, int64_t c) const {
-    const int64_t k0 = c * g_.bc;
-    return abs_max(row + k0, std::min(g_.bc, g_.K - k0));
-  }
-
   // Encodes row r (x: its K values, f32 or bf16) with one multiplier per column block (m: GC
   // values): one scaled encode, each value times its block's multiplier as it is encoded.
   template <class X>
@@ -186,15 +179,14 @@ class Quantizer {
     } else if constexpr (std::is_same_v<T, bf16_t>) {  // bf16 rows read in place
       parallel_for(g_.R, g_.K, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = 0; c < g_.GC; ++c)
-            row_amax.data()[r * g_.GC + c] = segment_amax(in + r * g_.K, c);
+          segment_amaxes(in + r * g_.K, g_.K, g_.bc, row_amax.data() + r * g_.GC);
       });
     } else {
       for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
         const Panel panel = read_panel(in, g_, false, r0, n, scratch + p * kPanel * g_.ld);
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t c = 0; c < g_.GC; ++c)
-            row_amax.data()[(r0 + i) * g_.GC + c] = segment_amax(panel.rows + i * panel.ld, c);
+          segment_amaxes(panel.rows + i * panel.ld, g_.K, g_.bc,
+                         row_amax.data() + (r0 + i) * g_.GC);
       });
     }
     // Block amaxes: the rows' own for one-row blocks, else reduced over block rows in parallel.
@@ -443,8 +435,9 @@ class Quantizer {
           m[0] = args_.multiplier;
           st.amax = std::max(st.amax, abs_max(x, g_.K));
         } else if (fused()) {  // 1 x bc blocks: block (r, c) is segment c of this row
+          segment_amaxes(x, g_.K, g_.bc, m);  // each segment's amax, then its multiplier
           for (int64_t c = 0; c < GC; ++c) {
-            const float a = segment_amax(x, c);
+            const float a = m[c];
             const BlockScale s = scale_of(a, 0, 0);
             store_scale(scales_, q_.spec.rule, (r0 + i) * GC + c, s);
             m[c] = s.multiplier;

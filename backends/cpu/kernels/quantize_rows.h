@@ -73,6 +73,28 @@ inline float abs_max(const X* x, int64_t n) {
   return from_magnitude_bits(m);
 }
 
+// amax[c] = abs_max of segment c of a row of K f32 or bf16 values (segments of bc values, the
+// last one possibly shorter). Blocks of 32 and 128 values (the MX formats', fp8_blockwise's) take
+// a loop of compile-time length: GCC's vectorisation of a run-time length cost 0.12-0.135 ns per
+// bf16 value there against 0.07 (32) and 0.062-0.071 against 0.044 (128) on a Zen 4 core; at 16
+// (nvfp4) the run-time loop is the faster, 0.08 against 0.13.
+template <class X>
+inline void segment_amaxes(const X* row, int64_t K, int64_t bc, float* amax) {
+  auto fixed = [&]<int64_t kWidth>(std::integral_constant<int64_t, kWidth>) {
+    const int64_t whole = K / kWidth;
+    for (int64_t c = 0; c < whole; ++c) {
+      decltype(magnitude_bits(X{})) m = 0;
+      for (int64_t i = 0; i < kWidth; ++i) m = std::max(m, magnitude_bits(row[c * kWidth + i]));
+      amax[c] = from_magnitude_bits(m);
+    }
+    if (whole * kWidth < K) amax[whole] = abs_max(row + whole * kWidth, K - whole * kWidth);
+  };
+  if (bc == 32) return fixed(std::integral_constant<int64_t, 32>{});
+  if (bc == 128) return fixed(std::integral_constant<int64_t, 128>{});
+  for (int64_t k0 = 0, c = 0; k0 < K; k0 += bc, ++c)
+    amax[c] = abs_max(row + k0, std::min(bc, K - k0));
+}
+
 inline float as_float(float x) {
   return x;
 }
