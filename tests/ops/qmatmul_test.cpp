@@ -103,6 +103,8 @@ TEST(Qmatmul, MatchesTheDequantizedReference) {
       {kBlockwiseAct, kBlockwiseWeight, 17, 140, 300},
       // An odd K (bf16 pairs along K padded with a zero) and tiles of 12 rows plus one of 1.
       {kBlockwiseAct, kBlockwiseWeight, 25, 33, 203},
+      // One K block, the first and the last (H2's kernel stores it from the registers).
+      {kBlockwiseAct, kBlockwiseWeight, 14, 40, 100},
       // MX: K a multiple of 32, not of 128.
       {kMxE4m3, kMxE4m3, 37, 53, 96},
       {kMxE4m3, kMxE5m2, 29, 41, 160},
@@ -125,6 +127,7 @@ TEST(Qmatmul, Bf16OutputAlphaAndBeta) {
   check_case({kMxE4m3, kMxE4m3, 37, 53, 96, DType::bf16}, cpu);
   check_case({kBlockwiseAct, kBlockwiseWeight, 40, 24, 640, DType::f32, 0.5f, -1.5f}, cpu);
   check_case({kBlockwiseAct, kBlockwiseWeight, 33, 20, 384, DType::bf16, 1.5f, 0.5f}, cpu);
+  check_case({kBlockwiseAct, kBlockwiseWeight, 14, 40, 100, DType::f32, 1.0f, 0.5f}, cpu);
   // Nine K blocks, rescaled in passes of several (the last one partial), into a bf16 out.
   check_case({kBlockwiseAct, kBlockwiseWeight, 33, 20, 1100, DType::bf16, 1.5f, 0.5f}, cpu);
   check_case({kNvfp4, kMxfp4, 17, 33, 160, DType::bf16, 2.0f, 1.0f}, cpu);

@@ -7,12 +7,13 @@
 //
 // Algorithm. b's codes are decoded once into panels packed as pairs: panel p holds rows [p NR,
 // (p + 1) NR) of b (zeros past N) as Kp / 2 pairs x NR columns x 2, so one 64-byte load is pair q
-// of 32 rows. a is decoded row-major (row stride Kp), at most kPanelRows rows at a time. Each
-// thread takes whole MR-row tiles and runs them across every panel: for each K block the tile's
-// products go into 24 registers, pair by pair (vdpbf16ps: each product of two bf16 values exact in
-// FP32, summed in FP32 in K order), and are then promoted into the tile's FP32 accumulator,
-// c += (alpha s_a(i) s_b(n)) * T(i, n), block after block, the first block starting from
-// beta * out; c is rounded to out's dtype once. These are the promotions of qmatmul.cpp's oneDNN
+// of 32 rows. Each thread takes whole MR-row tiles of a, decodes a tile's rows (row stride Kp)
+// into its own buffer, which stays in L1, and runs them across every panel: for each K block the
+// tile's products go into 24 registers, pair by pair (vdpbf16ps: each product of two bf16 values
+// exact in FP32, summed in FP32 in K order), and are then promoted into the tile's FP32
+// accumulator, c += (alpha s_a(i) s_b(n)) * T(i, n), block after block, the first block starting
+// from beta * out (from 0 without reading c when beta is 0); the last block's sums are rounded to
+// out's dtype and stored from the registers. These are the promotions of qmatmul.cpp's oneDNN
 // route, in the same order (oneDNN may order a block's own sums otherwise), without its FP32
 // tiles of T in memory and the pass that rescales them. The scales: s_a (M x J, alpha folded in)
 // and s_b (J x P NR, zeros past N).
@@ -23,9 +24,9 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include "backends/cpu/kernel_isa.h"
 #include "backends/cpu/kernels/cpu_floats.h"
@@ -35,9 +36,8 @@
 namespace h2::cpu {
 namespace {
 
-constexpr int kMR = 12;               // rows of an out tile
-constexpr int64_t kNR = 32;           // columns of an out tile: two 16-float vectors
-constexpr int64_t kPanelRows = 2048;  // rows of a decoded at a time
+constexpr int kMR = 12;      // rows of an out tile
+constexpr int64_t kNR = 32;  // columns of an out tile: two 16-float vectors
 #define H2_AVX512_BF16 [[gnu::target("avx512f,avx512bw,avx512vl,avx512bf16")]]
 // Every lane: the zero-masked forms of the intrinsics below, whose unmasked forms start from
 // _mm512_undefined_epi32 and draw GCC 12's false "may be used uninitialized" warnings.
@@ -71,10 +71,14 @@ H2_AVX512_BF16 inline void store_bf16(uint16_t* dst, __m512 v, __mmask16 mask) {
 }
 
 // One out tile: R rows of a (row stride lda) against panel `panel` of b, over every K block.
-// c: R x kNR floats holding beta * out on entry (or 0); the promoted sums are stored to `out`.
+// c: R x kNR floats, holding beta * out on entry where `c_in` (else its contents are ignored); the
+// promoted sums are stored to `out`.
 template <int R>
 H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, const uint16_t* panel,
-                         const float* sa, const float* sb, float* c, const TileOut& out) {
+                         const float* sa, const float* sb, float* c, bool c_in,
+                         const TileOut& out) {
+  const __mmask16 m0 = out.w >= 16 ? 0xffff : __mmask16((1u << out.w) - 1);
+  const __mmask16 m1 = out.w >= 32 ? 0xffff : out.w <= 16 ? 0 : __mmask16((1u << (out.w - 16)) - 1);
   for (int64_t j = 0; j < g.J; ++j) {
     __m512 acc[R][2];
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -93,32 +97,34 @@ H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, cons
         acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
       }
     }
+    // Promotion: c + (s_a s_b) T, the first block's c being 0 (the same FMA with a zero addend,
+    // so that a zero keeps its sign as before) or beta * out; the last block's result goes out.
     const __m512 sb0 = _mm512_loadu_ps(sb + j * g.P * kNR);
     const __m512 sb1 = _mm512_loadu_ps(sb + j * g.P * kNR + 16);
+    const bool from_c = j > 0 || c_in, last = j == g.J - 1;
     for (int r = 0; r < R; ++r) {
       const __m512 s = _mm512_set1_ps(sa[r * g.J + j]);
       float* cr = c + r * kNR;
-      _mm512_storeu_ps(cr, _mm512_fmadd_ps(_mm512_mul_ps(s, sb0), acc[r][0], _mm512_loadu_ps(cr)));
-      _mm512_storeu_ps(cr + 16,
-                       _mm512_fmadd_ps(_mm512_mul_ps(s, sb1), acc[r][1], _mm512_loadu_ps(cr + 16)));
-    }
-  }
-  const __mmask16 m0 = out.w >= 16 ? 0xffff : __mmask16((1u << out.w) - 1);
-  const __mmask16 m1 = out.w >= 32 ? 0xffff : out.w <= 16 ? 0 : __mmask16((1u << (out.w - 16)) - 1);
-  for (int r = 0; r < R; ++r) {
-    const __m512 c0 = _mm512_loadu_ps(c + r * kNR), c1 = _mm512_loadu_ps(c + r * kNR + 16);
-    if (out.f32 != nullptr) {
-      _mm512_mask_storeu_ps(out.f32 + r * out.ld, m0, c0);
-      _mm512_mask_storeu_ps(out.f32 + r * out.ld + 16, m1, c1);
-    } else {
-      store_bf16(out.bf16 + r * out.ld, c0, m0);
-      store_bf16(out.bf16 + r * out.ld + 16, c1, m1);
+      const __m512 c0 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb0), acc[r][0],
+                                        from_c ? _mm512_loadu_ps(cr) : _mm512_setzero_ps());
+      const __m512 c1 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb1), acc[r][1],
+                                        from_c ? _mm512_loadu_ps(cr + 16) : _mm512_setzero_ps());
+      if (!last) {
+        _mm512_storeu_ps(cr, c0);
+        _mm512_storeu_ps(cr + 16, c1);
+      } else if (out.f32 != nullptr) {
+        _mm512_mask_storeu_ps(out.f32 + r * out.ld, m0, c0);
+        _mm512_mask_storeu_ps(out.f32 + r * out.ld + 16, m1, c1);
+      } else {
+        store_bf16(out.bf16 + r * out.ld, c0, m0);
+        store_bf16(out.bf16 + r * out.ld + 16, c1, m1);
+      }
     }
   }
 }
 
 using TileFn = void (*)(const Geometry&, const uint16_t*, int64_t, const uint16_t*, const float*,
-                        const float*, float*, const TileOut&);
+                        const float*, float*, bool, const TileOut&);
 template <int... I>
 constexpr std::array<TileFn, kMR> tile_table(std::integer_sequence<int, I...>) {
   return {&tile<I + 1>...};
@@ -159,18 +165,22 @@ H2_AVX512_BF16 void transpose16x16(const uint32_t* src, int64_t src_ld, uint32_t
 // transposed as 32-bit words (a pair each) so that pair q of the panel's 32 rows is contiguous.
 void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
   parallel_for(g.P, kNR * g.Kp, [&](int64_t p0, int64_t p1) {
-    std::vector<uint16_t> rows(size_t(kNR * g.Kp), 0);
+    // The panel's rows (uninitialised: every element is written below; a zeroed vector here was
+    // a memset of up to 64 KiB per call).
+    const std::unique_ptr<uint16_t[]> rows(new uint16_t[size_t(kNR * g.Kp)]);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * kNR, n = std::min(kNR, g.N - n0);
       if (g.Kp == g.K) {
-        b.decode_codes_bf16_rows(n0, n, rows.data());
+        b.decode_codes_bf16_rows(n0, n, rows.get());
       } else {  // an odd K: each row padded with a zero
-        for (int64_t i = 0; i < n; ++i)
-          b.decode_codes_bf16_rows(n0 + i, 1, &rows[size_t(i * g.Kp)]);
+        for (int64_t i = 0; i < n; ++i) {
+          b.decode_codes_bf16_rows(n0 + i, 1, rows.get() + i * g.Kp);
+          rows[size_t(i * g.Kp + g.K)] = 0;
+        }
       }
-      if (n < kNR) std::fill(rows.begin() + n * g.Kp, rows.end(), uint16_t(0));
+      std::fill(rows.get() + n * g.Kp, rows.get() + kNR * g.Kp, uint16_t(0));  // rows past N
       auto* dst = reinterpret_cast<uint32_t*>(packed + p * (g.Kp / 2) * kNR * 2);
-      const auto* src = reinterpret_cast<const uint32_t*>(rows.data());
+      const auto* src = reinterpret_cast<const uint32_t*>(rows.get());
       const int64_t pairs = g.Kp / 2, whole = pairs / 16 * 16;
       for (int64_t i = 0; i < kNR; i += 16)
         for (int64_t q = 0; q < whole; q += 16)
@@ -203,6 +213,7 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
   g.P = ceil_div(g.N, kNR);
   H2_CHECK(g.kb % 2 == 0 && b.block_cols() == g.kb, "cpu qmatmul: K blocks of {} and {} columns",
            g.kb, b.block_cols());
+  H2_CHECK(g.K > 0, "cpu qmatmul: kblock_gemm needs K > 0 (the caller scales out for K = 0)");
 
   ScratchBuffer<uint16_t> packed(stream, size_t(g.P * g.Kp * kNR));
   pack_b(b, g, packed.data());
@@ -211,53 +222,44 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
     for (int64_t n = 0; n < g.P * kNR; ++n)
       sb.data()[j * g.P * kNR + n] = n < g.N ? b.scale(n / b.block_rows(), j) : 0.0f;
 
-  const int64_t mp_max = std::min(g.M, kPanelRows);
-  ScratchBuffer<uint16_t> a16(stream, size_t(mp_max * g.Kp));
-  ScratchBuffer<float> sa(stream, size_t(mp_max * g.J));
   const FloatIn out_in(args.out, "qmatmul", "out");
   const bool f32_out = args.out.dtype() == DType::f32;
-  for (int64_t m0 = 0; m0 < g.M; m0 += mp_max) {
-    const int64_t mp = std::min(mp_max, g.M - m0);
-    parallel_for(mp, g.Kp, [&](int64_t i0, int64_t i1) {
+  parallel_for(ceil_div(g.M, kMR), kMR * g.N * g.K, [&](int64_t t0, int64_t t1) {
+    // This thread's decoded tile of a (kMR x Kp) and its rows' scales (kMR x J, alpha folded in).
+    const std::unique_ptr<uint16_t[]> a16(new uint16_t[size_t(kMR * g.Kp)]);
+    const std::unique_ptr<float[]> sa(new float[size_t(kMR * g.J)]);
+    alignas(64) float c[kMR * kNR];
+    float prev[kNR];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = t * kMR, rows = std::min<int64_t>(kMR, g.M - i0);
       if (g.Kp == g.K) {
-        a.decode_codes_bf16_rows(m0 + i0, i1 - i0, a16.data() + i0 * g.Kp);
+        a.decode_codes_bf16_rows(i0, rows, a16.get());
       } else {  // an odd K: each row padded with a zero
-        for (int64_t i = i0; i < i1; ++i) {
-          a.decode_codes_bf16_rows(m0 + i, 1, a16.data() + i * g.Kp);
-          a16.data()[i * g.Kp + g.K] = 0;
+        for (int64_t i = 0; i < rows; ++i) {
+          a.decode_codes_bf16_rows(i0 + i, 1, a16.get() + i * g.Kp);
+          a16[size_t(i * g.Kp + g.K)] = 0;
         }
       }
-      for (int64_t i = i0; i < i1; ++i)
+      for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < g.J; ++j)
-          sa.data()[i * g.J + j] = args.alpha * a.scale((m0 + i) / a.block_rows(), j);
-    });
-    const int64_t tiles = ceil_div(mp, kMR);
-    parallel_for(tiles, kMR * g.N * g.K, [&](int64_t t0, int64_t t1) {
-      alignas(64) float c[kMR * kNR];
-      float prev[kNR];
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t i0 = t * kMR, rows = std::min<int64_t>(kMR, mp - i0);
-        for (int64_t p = 0; p < g.P; ++p) {
-          const int64_t n0 = p * kNR, at = (m0 + i0) * g.N + n0;
-          const TileOut out{.f32 = f32_out ? args.out.data_as<float>() + at : nullptr,
-                            .bf16 = f32_out ? nullptr : &args.out.data_as<bf16_t>()[at].bits,
-                            .ld = g.N,
-                            .w = std::min(kNR, g.N - n0)};
-          if (args.beta == 0) {
-            std::fill(c, c + rows * kNR, 0.0f);
-          } else {
-            for (int64_t r = 0; r < rows; ++r) {
-              const float* x = out_in.read(at + r * g.N, out.w, prev);
-              for (int64_t n = 0; n < out.w; ++n) c[r * kNR + n] = args.beta * x[n];
-            }
+          sa[size_t(i * g.J + j)] = args.alpha * a.scale((i0 + i) / a.block_rows(), j);
+      for (int64_t p = 0; p < g.P; ++p) {
+        const int64_t n0 = p * kNR, at = i0 * g.N + n0;
+        const TileOut out{.f32 = f32_out ? args.out.data_as<float>() + at : nullptr,
+                          .bf16 = f32_out ? nullptr : &args.out.data_as<bf16_t>()[at].bits,
+                          .ld = g.N,
+                          .w = std::min(kNR, g.N - n0)};
+        if (args.beta != 0) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* x = out_in.read(at + r * g.N, out.w, prev);
+            for (int64_t n = 0; n < out.w; ++n) c[r * kNR + n] = args.beta * x[n];
           }
-          kTiles[size_t(rows - 1)](g, a16.data() + i0 * g.Kp, g.Kp,
-                                   packed.data() + p * (g.Kp / 2) * kNR * 2, sa.data() + i0 * g.J,
-                                   sb.data() + n0, c, out);
         }
+        kTiles[size_t(rows - 1)](g, a16.get(), g.Kp, packed.data() + p * (g.Kp / 2) * kNR * 2,
+                                 sa.get(), sb.data() + n0, c, args.beta != 0, out);
       }
-    });
-  }
+    }
+  });
 }
 
 }  // namespace h2::cpu
