@@ -1,36 +1,31 @@
 // The load-time check of kernel_isa.h, and the helpers that name features. Compiled for the
 // plain x86-64 baseline (never the kernels' -march). The check runs as a constructor ahead of
 // the default-priority static initializers, and uses no C++ library template (whose one linked
-// copy may come from a file built with the kernels' flags): only cpuid and C stdio.
-#include <cpuid.h>
-
+// copy may come from a file built with the kernels' flags): only core/cpu_features.h (cpuid and
+// xgetbv, built for the baseline too) and C stdio.
 #include <cstdio>
 #include <cstdlib>
 
 #include "backends/cpu/kernel_isa.h"
+#include "core/cpu_features.h"
 
 namespace h2::cpu {
 
 uint32_t cpu_isa_mask() {
-  __builtin_cpu_init();
-  // __builtin_cpu_supports takes string literals only: one call per kIsaNames entry.
-  const bool has[] = {
-      __builtin_cpu_supports("avx") != 0,      __builtin_cpu_supports("avx2") != 0,
-      __builtin_cpu_supports("fma") != 0,      __builtin_cpu_supports("f16c") != 0,
-      __builtin_cpu_supports("bmi2") != 0,     __builtin_cpu_supports("avx512f") != 0,
-      __builtin_cpu_supports("avx512bw") != 0, __builtin_cpu_supports("avx512dq") != 0,
-      __builtin_cpu_supports("avx512vl") != 0, __builtin_cpu_supports("avx512bf16") != 0};
-  static_assert(std::size(has) == kIsaCount);
+  // kIsaNames' features, in its order.
+  constexpr CpuFeature kFeatures[] = {
+      CpuFeature::avx,      CpuFeature::avx2,       CpuFeature::fma,      CpuFeature::f16c,
+      CpuFeature::bmi2,     CpuFeature::avx512f,    CpuFeature::avx512bw, CpuFeature::avx512dq,
+      CpuFeature::avx512vl, CpuFeature::avx512_bf16};
+  static_assert(std::size(kFeatures) == kIsaCount);
   uint32_t mask = 0;
   for (int i = 0; i < kIsaCount; ++i)
-    if (has[i]) mask |= 1u << i;
+    if (cpu_has(kFeatures[i])) mask |= 1u << i;
   return mask;
 }
 
 bool cpu_has_amx_bf16() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  return (edx >> 22) & 1u;  // AMX-BF16 (GCC 12 and Clang 14 name it differently, if at all)
+  return cpu_has(CpuFeature::amx_bf16);
 }
 
 std::string isa_names(uint32_t mask) {

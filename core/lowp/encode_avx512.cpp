@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/lowp/encode_batch.h"
 #include "core/lowp/format_codec.h"
@@ -280,10 +281,8 @@ bool avx512_takes(const EncodeRun& run) {
 }
 
 bool avx512_encoders_available() {
-  static const bool available =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return available;
+  return cpu_has(CpuFeature::avx512f) && cpu_has(CpuFeature::avx512bw) &&
+         cpu_has(CpuFeature::avx512dq) && cpu_has(CpuFeature::avx512vl);
 }
 
 EncodeTotals encode_avx512(Format f, const EncodeRun& run) {

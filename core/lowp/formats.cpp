@@ -12,6 +12,7 @@
 #include <array>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/lowp/encode_batch.h"
 #include "core/lowp/format_codec.h"
@@ -76,11 +77,6 @@ void scale_bf16(uint16_t* v, int64_t n, float multiplier) {
 }
 
 #if defined(__x86_64__)
-bool has_avx512bw() {
-  static const bool supported = __builtin_cpu_supports("avx512bw") != 0;
-  return supported;
-}
-
 // 16 bf16 values times m, as scale_bf16 computes them (FP32 product, its top 16 bits). (The
 // zero-masking forms of the intrinsics: GCC 12 warns that the plain ones' undefined
 // pass-through registers may be used uninitialised.)
@@ -241,7 +237,7 @@ void decode_bf16(Format f, const uint8_t* in, int64_t n, int64_t block, const fl
   with_element_format(f, "decode_bf16_n", [&](auto format) {
     using F = decltype(format);
 #if defined(__x86_64__)
-    if (allow_avx512 && has_avx512bw())
+    if (allow_avx512 && cpu_has(CpuFeature::avx512bw))
       done = decode_bf16_avx512(in, n, F::kBits == 4, avx512_table<F>().data(), block,
                                 fused ? multipliers : nullptr, out);
 #endif

@@ -25,13 +25,12 @@
 #include <array>
 #include <cstring>
 #include <memory>
-#include <string_view>
 #include <utility>
 
-#include "backends/cpu/kernel_isa.h"
 #include "backends/cpu/kernels/cpu_floats.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/scratch.h"
+#include "core/cpu_features.h"
 
 namespace h2::cpu {
 namespace {
@@ -193,12 +192,9 @@ void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
 
 }  // namespace
 
-bool kblock_gemm_runs_here() {
-  uint32_t needs = 0;  // the bits of H2_AVX512_BF16's features in kernel_isa.h's mask
-  for (int i = 0; i < kIsaCount; ++i)
-    for (std::string_view name : {"avx512f", "avx512bw", "avx512vl", "avx512_bf16"})
-      if (name == kIsaNames[i]) needs |= 1u << i;
-  return (cpu_isa_mask() & needs) == needs;
+bool kblock_gemm_runs_here() {  // H2_AVX512_BF16's features
+  return cpu_has(CpuFeature::avx512f) && cpu_has(CpuFeature::avx512bw) &&
+         cpu_has(CpuFeature::avx512vl) && cpu_has(CpuFeature::avx512_bf16);
 }
 
 void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
