@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/json_int.h"
 
 namespace h2::checkpoint {
 namespace {
@@ -140,15 +141,19 @@ TokenDecoder::TokenDecoder(const std::string& tokenizer_json) {
     j = nlohmann::json::parse(in);
     const nlohmann::json& vocab = j.at("model").at("vocab");
     if (!vocab.is_object()) H2_THROW(ConfigError, "{}: model.vocab is not a map", tokenizer_json);
-    auto place = [&](const std::string& piece, int64_t id) {
-      if (id < 0 || id > (int64_t(1) << 24)) return;
+    // Ids are whole numbers below 2^24 (the table is indexed by them; real vocabularies stop
+    // far below), checked as untrusted JSON: json_int names the file, the piece and the value.
+    auto place = [&](const std::string& piece, const nlohmann::json& id_json, const char* where) {
+      const int64_t id =
+          json_int(id_json, fmt::format("{}: {} id of '{}'", tokenizer_json, where, piece), 0,
+                   (int64_t(1) << 24) - 1);
       if (size_t(id) >= pieces_.size()) pieces_.resize(size_t(id) + 1);
       pieces_[size_t(id)] = piece;
     };
-    for (const auto& [piece, id] : vocab.items()) place(piece, id.get<int64_t>());
+    for (const auto& [piece, id] : vocab.items()) place(piece, id, "model.vocab");
     if (j.contains("added_tokens"))
       for (const auto& added : j["added_tokens"])
-        place(added.at("content").get<std::string>(), added.at("id").get<int64_t>());
+        place(added.at("content").get<std::string>(), added.at("id"), "added_tokens");
     const nlohmann::json& decoder = j.value("decoder", nlohmann::json());
     byte_level_ = decoder.is_object() && decoder.value("type", "") == "ByteLevel";
     if (decoder.is_object() && decoder.value("type", "") == "Sequence")

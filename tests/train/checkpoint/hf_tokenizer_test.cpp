@@ -61,6 +61,30 @@ TEST(HfTokenizer, SentencePieceStylePiecesDecodeToText) {
   EXPECT_THROW(TokenDecoder(write(dir / "bad.json", "{}")), ConfigError);
 }
 
+// Ids are untrusted JSON: a fraction, a number beyond int64, a negative id or one past the table's
+// bound is refused with the file, the piece and the value named (not truncated or cast).
+TEST(HfTokenizer, BadIdsAreRefusedByName) {
+  const fs::path dir = fresh_dir("h2_hf_tokenizer_bad_ids");
+  for (const nlohmann::json& bad : {nlohmann::json(1.5), nlohmann::json(1e300), nlohmann::json(-1),
+                                    nlohmann::json(int64_t(1) << 24), nlohmann::json("7")}) {
+    nlohmann::json j;
+    j["model"]["vocab"] = {{"ok", 0}, {"odd", bad}};
+    const std::string path = write(dir / "tokenizer.json", j.dump());
+    try {
+      TokenDecoder decoder(path);
+      ADD_FAILURE() << "id " << bad.dump() << " accepted";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path), std::string::npos) << what;
+      EXPECT_NE(what.find("model.vocab id of 'odd'"), std::string::npos) << what;
+    }
+  }
+  nlohmann::json j;
+  j["model"]["vocab"] = {{"ok", 0}};
+  j["added_tokens"] = {{{"id", 2.25}, {"content", "<|end|>"}}};
+  EXPECT_THROW(TokenDecoder(write(dir / "added.json", j.dump())), ConfigError);
+}
+
 TEST(HfTokenizer, CopiesOnlyTheTokenizerFilesPresent) {
   const fs::path from = fresh_dir("h2_hf_tokenizer_from"), to = fs::temp_directory_path() / "h2_t";
   fs::remove_all(to);
