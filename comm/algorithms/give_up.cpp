@@ -31,10 +31,10 @@ std::string follow_reports(Transport& transport, int first) {
     std::optional<AbortNotice> report = transport.notice_from(next);
     if (!report) continue;
     chain.push_back(next);
+    const int blamed = report->blamed;  // (read before the move: GCC 12 took last's for unset)
     last = std::move(report);
-    if (last->blamed < 0 || std::find(chain.begin(), chain.end(), last->blamed) != chain.end())
-      break;
-    next = last->blamed;
+    if (blamed < 0 || std::find(chain.begin(), chain.end(), blamed) != chain.end()) break;
+    next = blamed;
     until = std::chrono::steady_clock::now() + kReportGrace;
   }
   if (!last) return "";
