@@ -281,8 +281,10 @@ bool avx512_takes(const EncodeRun& run) {
 }
 
 bool avx512_encoders_available() {
-  return cpu_has(CpuFeature::avx512f) && cpu_has(CpuFeature::avx512bw) &&
-         cpu_has(CpuFeature::avx512dq) && cpu_has(CpuFeature::avx512vl);
+  // Once: the strips ask for every row of 256 values.
+  static const bool available = cpu_has(CpuFeature::avx512f) && cpu_has(CpuFeature::avx512bw) &&
+                                cpu_has(CpuFeature::avx512dq) && cpu_has(CpuFeature::avx512vl);
+  return available;
 }
 
 EncodeTotals encode_avx512(Format f, const EncodeRun& run) {

@@ -237,7 +237,8 @@ void decode_bf16(Format f, const uint8_t* in, int64_t n, int64_t block, const fl
   with_element_format(f, "decode_bf16_n", [&](auto format) {
     using F = decltype(format);
 #if defined(__x86_64__)
-    if (allow_avx512 && cpu_has(CpuFeature::avx512bw))
+    static const bool avx512bw = cpu_has(CpuFeature::avx512bw);  // once, not per call
+    if (allow_avx512 && avx512bw)
       done = decode_bf16_avx512(in, n, F::kBits == 4, avx512_table<F>().data(), block,
                                 fused ? multipliers : nullptr, out);
 #endif
