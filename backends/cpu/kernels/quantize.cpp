@@ -41,6 +41,7 @@
 #include "backends/cpu/kernels/transpose.h"
 #include "core/error.h"
 #include "core/lowp/block_scale.h"
+#include "core/lowp/block_scales.h"
 #include "core/lowp/quant_check.h"
 
 namespace h2::cpu {
@@ -215,17 +216,9 @@ class Quantizer {
     // Column-laid scale codes are transposed into the scales afterwards.
     ScratchBuffer<uint8_t> column_codes(stream, columns ? size_t(blocks) : 1);
     parallel_for(blocks, 16, [&](int64_t b0, int64_t b1) {
-      if (q_.spec.rule == ScaleRule::nvfp4) {  // one block per 16 elements: a vectorised loop
-        // (on local copies: through the captured references GCC assumes the stores alias them)
-        const float enc = s_enc, g = global;
-        const float* amax = block_amax;
-        float* mult = multiplier;
+      if (q_.spec.rule == ScaleRule::nvfp4) {  // one block per 16 elements: the batch rule
         auto* codes = columns ? column_codes.data() : static_cast<uint8_t*>(scales_);
-        for (int64_t b = b0; b < b1; ++b) {
-          const BlockScale s = lowp::nvfp4_scale(amax[b], enc, g);
-          mult[b] = s.multiplier;
-          codes[b] = s.code;
-        }
+        lowp::nvfp4_scales_n(block_amax + b0, b1 - b0, s_enc, global, multiplier + b0, codes + b0);
         return;
       }
       H2_CHECK(!columns, "cpu quantize: column-laid blocks are nvfp4's only");
