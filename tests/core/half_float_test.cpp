@@ -12,13 +12,23 @@
 namespace h2 {
 namespace {
 
-// Value of an f16 bit pattern from its fields, in double.
-double f16_reference(uint16_t h) {
-  int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  double s = sign ? -1.0 : 1.0;
-  if (exp == 0x1f) return mant ? std::numeric_limits<double>::quiet_NaN() : s * INFINITY;
-  if (exp == 0) return s * std::ldexp(double(mant), -24);
-  return s * std::ldexp(1.0 + mant / 1024.0, exp - 15);
+// Value of a 16-bit IEEE-style pattern from its fields, in double: 1 sign bit, `exponent_bits`
+// (bias 2^(exponent_bits - 1) - 1), the rest mantissa; all-ones exponent Inf or NaN.
+double half_reference(uint16_t bits, int exponent_bits) {
+  const int mantissa_bits = 15 - exponent_bits, bias = (1 << (exponent_bits - 1)) - 1;
+  const int sign = bits >> 15, exp = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1);
+  const int mant = bits & ((1 << mantissa_bits) - 1);
+  const double s = sign ? -1.0 : 1.0;
+  if (exp == (1 << exponent_bits) - 1)
+    return mant ? std::numeric_limits<double>::quiet_NaN() : s * INFINITY;
+  if (exp == 0) return s * std::ldexp(double(mant), 1 - bias - mantissa_bits);  // subnormal
+  return s * std::ldexp(1.0 + std::ldexp(double(mant), -mantissa_bits), exp - bias);
+}
+double f16_reference(uint16_t h) {  // 5 exponent bits, 10 mantissa bits
+  return half_reference(h, 5);
+}
+double bf16_reference(uint16_t b) {  // 8 exponent bits, 7 mantissa bits
+  return half_reference(b, 8);
 }
 
 TEST(HalfFloat, F16DecodesEveryPattern) {
@@ -30,15 +40,6 @@ TEST(HalfFloat, F16DecodesEveryPattern) {
     else
       EXPECT_EQ(double(got), ref) << "pattern " << h;
   }
-}
-
-// Value of a bf16 bit pattern from its fields (1 sign, 8 exponent, 7 mantissa bits), in double.
-double bf16_reference(uint16_t b) {
-  int sign = b >> 15, exp = (b >> 7) & 0xff, mant = b & 0x7f;
-  double s = sign ? -1.0 : 1.0;
-  if (exp == 0xff) return mant ? std::numeric_limits<double>::quiet_NaN() : s * INFINITY;
-  if (exp == 0) return s * std::ldexp(double(mant), -133);  // 2^-126 x mant / 2^7
-  return s * std::ldexp(1.0 + mant / 128.0, exp - 127);
 }
 
 TEST(HalfFloat, Bf16DecodesEveryPattern) {
