@@ -142,8 +142,6 @@ template <bool kBf16>
   }
 }
 
-// The loop of one run. kPerValue: run.multipliers holds one multiplier per value; otherwise one
-// per block of run.block values (a multiple of 16), or run.multiplier for all of them.
 // Stores a step's 16 codes (one byte each, or E2M1 pairs in the low byte of each 64-bit lane):
 // whole steps by a register narrowing and a plain store (the masked narrowing store is several
 // times slower on Zen 4), the last partial one masked.
@@ -170,9 +168,10 @@ template <class F>
 }
 
 // The loop of one run. kPerValue: run.multipliers holds one multiplier per value; otherwise one
-// per block of run.block values (a multiple of 16), or run.multiplier for all of them. The run's
-// fields are copied into locals first: the code stores may alias the run, and GCC would reload
-// them every step.
+// per block of run.block values (at least 16, so that a step reaches into two blocks at most:
+// its lanes from the boundary on take the next block's multiplier), or run.multiplier for all of
+// them. The run's fields are copied into locals first: the code stores may alias the run, and GCC
+// would reload them every step.
 template <class F, bool kStochastic, bool kBf16, bool kPerValue>
 [[H2_ENCODE_TARGET]] EncodeTotals encode_loop(const EncodeRun& run) {
   const void* const in = run.in;
@@ -181,10 +180,11 @@ template <class F, bool kStochastic, bool kBf16, bool kPerValue>
   const float* const per_value = run.multipliers;
   const bool track_amax = run.track_amax;
   const __m512i too_large = splat(run.saturate ? F::kMaxMagnitude : F::kStandardOverflow);
-  // One multiplier per block: the next block's, the current one and how far into it the step is.
+  // One multiplier per block: the next block's, the current one and how many of the current
+  // block's values are left from this step on.
   const float* next_multiplier = run.multipliers != nullptr ? run.multipliers : &run.multiplier;
-  __m512 multiplier = _mm512_set1_ps(*next_multiplier++);
-  int64_t into_block = 0;
+  __m512 current = _mm512_set1_ps(*next_multiplier++);
+  int64_t remaining = block;
   // Counters of lanes 0-7 and 8-15, and their advance per step (all modulo 2^64).
   const uint64_t stride = run.index_stride * codec::kCounterStep;
   __m512i counter_low = _mm512_setzero_si512(), counter_high = _mm512_setzero_si512();
@@ -204,13 +204,20 @@ template <class F, bool kStochastic, bool kBf16, bool kPerValue>
     const int64_t left = n - i;
     const __mmask16 lanes = left >= 16 ? kAll16 : __mmask16((1u << left) - 1u);
     const __m512 x = load_values<kBf16>(in, i, lanes);
+    __m512 multiplier = current;
     if constexpr (kPerValue) {
       multiplier = _mm512_maskz_loadu_ps(lanes, per_value + i);
-    } else if (into_block == block) {
-      multiplier = _mm512_set1_ps(*next_multiplier++);
-      into_block = 0;
+    } else {
+      if (remaining < 16 && i + remaining < n) {  // the next block starts in this step's lanes
+        const __m512 following = _mm512_set1_ps(*next_multiplier++);
+        multiplier = remaining == 0
+                         ? following  // (blocks of whole steps: no blend)
+                         : _mm512_mask_mov_ps(current, __mmask16(0xffffu << remaining), following);
+        current = following;
+        remaining += block;
+      }
+      remaining -= 16;
     }
-    into_block += 16;
     const __m512i bits = _mm512_castps_si512(_mm512_mul_ps(x, multiplier));
     const __m512i abs = _mm512_and_si512(bits, splat(kF32AbsMask));
     if (track_amax) {  // NaN ignored
@@ -276,8 +283,7 @@ template <class F>
 }  // namespace
 
 bool avx512_takes(const EncodeRun& run) {
-  return run.multipliers == nullptr || run.block == 1 || run.block >= run.n ||
-         (run.block > 0 && run.block % 16 == 0);
+  return run.multipliers == nullptr || run.block == 1 || run.block >= 16 || run.block >= run.n;
 }
 
 bool avx512_encoders_available() {
@@ -289,7 +295,7 @@ bool avx512_encoders_available() {
 
 EncodeTotals encode_avx512(Format f, const EncodeRun& run) {
   H2_CHECK(avx512_encoders_available(), "encode_avx512: this CPU lacks AVX512F/BW/DQ/VL");
-  H2_CHECK(avx512_takes(run), "encode_avx512: blocks of {} values are not a multiple of 16",
+  H2_CHECK(avx512_takes(run), "encode_avx512: blocks of {} values are shorter than a step of 16",
            run.block);
   return with_element_format(f, "encode_avx512",
                              [&](auto format) { return encode_format<decltype(format)>(run); });

@@ -25,8 +25,8 @@ struct EncodeTotals {
 // Whether this CPU runs the path (AVX512F, BW, DQ and VL).
 bool avx512_encoders_available();
 
-// Whether the path takes the run: one multiplier (or one block), one per value, or blocks of a
-// multiple of 16 values (a step never straddles two).
+// Whether the path takes the run: one multiplier (or one block), one per value, or blocks of at
+// least 16 values (a step reaches into two at most).
 bool avx512_takes(const EncodeRun& run);
 
 // The run on the AVX-512 path; f is E4M3, E5M2 or E2M1. Only where avx512_encoders_available().

@@ -396,7 +396,7 @@ class Quantizer {
   // Pass 2 (or the fused path) by panels of quantized rows: the multipliers of the panel's rows
   // first (the fused rules' from each row's segment amaxes, scales stored on the way), then the
   // encode, in one call for the whole panel where its rows lie back to back (f32 and bf16 rows in
-  // place) and every block is a whole number of 16-value steps inside a row, else row by row.
+  // place) and no block straddles two rows, else row by row.
   template <class T>
   void encode_panels(const T* in, const float* multiplier, Stream& stream, float* scratch,
                      std::vector<PartStats>& part_stats) {
@@ -405,7 +405,7 @@ class Quantizer {
     const int64_t GC = g_.GC;
     ScratchBuffer<float> panel_mult(stream, size_t(parts * kPanel * GC));
     const bool in_place = !args_.transpose && !std::is_same_v<T, f16_t>;
-    const bool whole_panel = in_place && g_.K % g_.bc == 0 && g_.bc % 16 == 0;
+    const bool whole_panel = in_place && g_.K % g_.bc == 0;
     for_panels(parts, [&](int64_t p, int64_t r0, int64_t n) {
       Panel panel{};
       if (!kBf16 || args_.transpose)

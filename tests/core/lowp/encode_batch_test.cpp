@@ -272,8 +272,9 @@ TEST(LowpEncodeBatch, StridedStochasticDrawsAtTheStridedIndices) {
 }
 
 // encode_scaled_n and encode_scaled_stochastic_n against the scalar reference of each value times
-// its block's multiplier: FP32 and bf16 values, blocks the AVX-512 path takes (1, 16, 48) and one
-// it leaves to the portable loops (24), one multiplier for all, on both paths; an odd length.
+// its block's multiplier: FP32 and bf16 values, one multiplier per value (1), blocks of whole
+// 16-value steps (16, 48) and blocks whose boundaries fall inside a step (17, 24, 100), one
+// multiplier for all, on both paths; an odd length.
 TEST(LowpEncodeBatch, ScaledEncodesMatchTheReferenceOfEachProduct) {
   const size_t n = 1001;
   const uint64_t seed = 79, first_index = 300, stride = 7;
@@ -293,7 +294,8 @@ TEST(LowpEncodeBatch, ScaledEncodesMatchTheReferenceOfEachProduct) {
     for (EncodePath path : kEncodePaths) {
       for (bool bf16 : {false, true}) {
         const std::vector<float>& values = bf16 ? x_bf16_values : x;
-        for (int64_t block : {int64_t(0), int64_t(1), int64_t(16), int64_t(24), int64_t(48)}) {
+        for (int64_t block : {int64_t(0), int64_t(1), int64_t(16), int64_t(17), int64_t(24),
+                              int64_t(48), int64_t(100)}) {
           for (bool stochastic : {false, true}) {
             SCOPED_TRACE(::testing::Message()
                          << name(f) << " " << name(path) << " bf16 " << bf16 << " block " << block
