@@ -12,9 +12,14 @@
 // Why not the portable loops with target_clones: GCC vectorised them with the random counters
 // multiplied per element, the codes bounced through a 64-byte buffer and the nibbles paired by
 // byte shuffles, and a quantizer had to write its scaled values out first. Here stochastic
-// rounding takes 0.56 ns per value instead of 0.84 on a Zen 4 core, round to nearest 0.26-0.29
-// instead of 0.31-0.33 (`h2_bench_kernels --sections encoders`), and a quantizer's pass over bf16
-// rows with their blocks' multipliers is one loop (docs/performance.md, stop 35).
+// rounding takes 0.49-0.52 ns per value instead of 0.80-0.87 on a Zen 4 core, round to nearest
+// 0.21-0.23 instead of 0.31-0.36 (`h2_bench_kernels --sections encoders`), and a quantizer's pass
+// over bf16 rows with their blocks' multipliers is one loop (docs/performance.md, stops 35, 37).
+//
+// The loop is bound by vector operations (about two 512-bit ones per cycle on Zen 4), so each
+// one counts: constants stay in registers (Constants, pinned), the rebias is folded into the
+// rounding addend, the sign is merged by one ternary-logic operation, and round to nearest even
+// counts saturation on the rounded magnitude (one compare) rather than on the input.
 #include "core/lowp/encode_avx512.h"
 
 #if defined(__x86_64__)
@@ -57,35 +62,62 @@ constexpr __mmask8 kAll8 = 0xff;
   return _mm512_maskz_srli_epi64(kAll8, v, n);
 }
 
+// A vector the compiler must keep in its register: GCC 12 otherwise rebuilds some of the loop's
+// constants (those it rewrites, such as a subtraction turned into the addition of a negated
+// constant) from a general register on every step, a broadcast each.
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i pinned(__m512i v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
+// The per-format constants of the rounding and finishing steps, built once before a loop.
+template <class F>
+struct Constants {
+  static constexpr uint32_t kDrop = 23 - F::kMantissaBits;  // FP32 mantissa bits dropped
+  static constexpr uint32_t kNormalBias = (127u - F::kBias) << F::kMantissaBits;
+  static constexpr uint32_t kMagicBits = (151u - F::kBias - F::kMantissaBits) << 23;
+  static constexpr uint32_t kMinNormalBits = (128u - F::kBias) << 23;
+  __m512i abs_mask = pinned(splat(kF32AbsMask));
+  __m512i inf = pinned(splat(kF32InfBits));
+  __m512i one = pinned(splat(1));
+  // Round half up, less the exponent rebias moved above the dropped bits: (abs + this + odd) >>
+  // kDrop is the rebiased code wherever abs is at least the smallest normal (no borrow there).
+  __m512i rne_addend = pinned(splat((1u << (kDrop - 1)) - 1u - (kNormalBias << kDrop)));
+  __m512i normal_bias = pinned(splat(kNormalBias));
+  __m512i magic = pinned(splat(kMagicBits));
+  __m512i min_normal = pinned(splat(kMinNormalBits));
+  __m512i overflow = pinned(splat(F::kOverflowBits));
+  __m512i overflow_span = pinned(splat(kF32InfBits - F::kOverflowBits));
+  __m512i max_magnitude = pinned(splat(F::kMaxMagnitude));
+  __m512i nan_code = pinned(splat(F::kNaNCode));
+  __m512i sign_bit = pinned(splat(1u << (F::kBits - 1)));
+  __m512i too_large;
+  [[H2_ENCODE_TARGET, gnu::always_inline]] explicit Constants(bool saturate)
+      : too_large(pinned(splat(saturate ? F::kMaxMagnitude : F::kStandardOverflow))) {}
+};
+
 // Round to nearest even: encode_rne_batch's magnitude (code without sign and overflow rule).
 template <class F>
-[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i rne_magnitude(__m512i abs) {
-  constexpr uint32_t kDrop = 23 - F::kMantissaBits;
-  const __m512i odd = _mm512_and_si512(srl32(abs, kDrop), splat(1));
-  const __m512i rounded =
-      srl32(_mm512_add_epi32(_mm512_add_epi32(abs, splat((1u << (kDrop - 1)) - 1u)), odd), kDrop);
-  const __m512i normal = _mm512_sub_epi32(rounded, splat((127u - F::kBias) << F::kMantissaBits));
-  constexpr uint32_t kMagicBits = (151u - F::kBias - F::kMantissaBits) << 23;
-  const __m512 sum =
-      _mm512_add_ps(_mm512_castsi512_ps(abs), _mm512_castsi512_ps(splat(kMagicBits)));
-  const __m512i subnormal = _mm512_sub_epi32(_mm512_castps_si512(sum), splat(kMagicBits));
-  constexpr uint32_t kMinNormalBits = (128u - F::kBias) << 23;
-  return _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(abs, splat(kMinNormalBits)),
-                               subnormal);
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i rne_magnitude(__m512i abs,
+                                                                      const Constants<F>& k) {
+  constexpr uint32_t kDrop = Constants<F>::kDrop;
+  const __m512i odd = _mm512_and_si512(srl32(abs, kDrop), k.one);
+  const __m512i normal = srl32(_mm512_add_epi32(_mm512_add_epi32(abs, k.rne_addend), odd), kDrop);
+  const __m512 sum = _mm512_add_ps(_mm512_castsi512_ps(abs), _mm512_castsi512_ps(k.magic));
+  const __m512i subnormal = _mm512_sub_epi32(_mm512_castps_si512(sum), k.magic);
+  return _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(abs, k.min_normal), subnormal);
 }
 
 // Stochastic rounding: encode_stochastic_batch's magnitude. The fraction's 32-bit threshold is
 // one unsigned conversion here (AVX-512 has it; frac * 2^32 is exact and below 2^32), the same
 // whole number as the portable code's two 16-bit steps.
 template <class F>
-[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i stochastic_magnitude(__m512i abs,
-                                                                             __m512i random) {
-  constexpr uint32_t kDrop = 23 - F::kMantissaBits;
-  const __m512i normal =
-      _mm512_sub_epi32(srl32(_mm512_add_epi32(abs, srl32(random, 32 - kDrop)), kDrop),
-                       splat((127u - F::kBias) << F::kMantissaBits));
-  constexpr uint32_t kMinNormalBits = (128u - F::kBias) << 23;
-  const __mmask16 subnormal_target = _mm512_cmplt_epu32_mask(abs, splat(kMinNormalBits));
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i stochastic_magnitude(
+    __m512i abs, __m512i random, const Constants<F>& k) {
+  constexpr uint32_t kDrop = Constants<F>::kDrop;
+  const __m512i normal = _mm512_sub_epi32(
+      srl32(_mm512_add_epi32(abs, srl32(random, 32 - kDrop)), kDrop), k.normal_bias);
+  const __mmask16 subnormal_target = _mm512_cmplt_epu32_mask(abs, k.min_normal);
   constexpr float kQuantaPerUnit = static_cast<float>(1u << (F::kBias + F::kMantissaBits - 1));
   const __m512 y = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_maskz_mov_epi32(subnormal_target, abs)),
                                  _mm512_set1_ps(kQuantaPerUnit));
@@ -94,26 +126,33 @@ template <class F>
   const __m512i threshold =
       _mm512_maskz_cvttps_epu32(kAll16, _mm512_mul_ps(fraction, _mm512_set1_ps(0x1p32f)));
   const __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_xor_si512(random, splat(~0u)), threshold);
-  const __m512i subnormal = _mm512_mask_add_epi32(whole, up, whole, splat(1));
+  const __m512i subnormal = _mm512_mask_add_epi32(whole, up, whole, k.one);
   return _mm512_mask_mov_epi32(normal, subnormal_target, subnormal);
 }
 
 // finish_code: the overflow rule (too_large: the saturating or the standard code), NaN, sign.
 // Every format's standard code is its largest magnitude or the next one (E4M3's NaN, E5M2's
 // Inf, E2M1's 6), so the rule is an unsigned min: one operation and no mask register, which
-// Zen 4 has few ports for.
+// Zen 4 has few ports for. The sign comes from bits >> (32 - kBits), whose top code bit is the
+// sign, merged by one ternary-logic operation (code | (shifted & sign_bit)). E2M1's NaN code is
+// its too_large either way, so its NaN lanes are already coded, less the sign. number: the lanes
+// that are not NaN.
 template <class F>
-[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i finish(__m512i bits, __m512i abs,
+[[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i finish(__m512i bits, __mmask16 number,
                                                                __m512i magnitude,
-                                                               __m512i too_large) {
+                                                               const Constants<F>& k) {
   static_assert(F::kStandardOverflow == F::kMaxMagnitude ||
                 F::kStandardOverflow == F::kMaxMagnitude + 1);
-  const __m512i finite = _mm512_maskz_min_epu32(kAll16, magnitude, too_large);
-  const __m512i sign = sll32(srl32(bits, 31), F::kBits - 1);
-  const __m512i nan_code =
-      F::kNaNKeepsSign ? _mm512_or_si512(splat(F::kNaNCode), sign) : splat(F::kNaNCode);
-  return _mm512_mask_mov_epi32(_mm512_or_si512(sign, finite),
-                               _mm512_cmpgt_epu32_mask(abs, splat(kF32InfBits)), nan_code);
+  constexpr int kOrAnd = 0xf8;  // A | (B & C)
+  const __m512i finite = _mm512_maskz_min_epu32(kAll16, magnitude, k.too_large);
+  const __m512i shifted = srl32(bits, 32 - F::kBits);
+  if constexpr (F::kNaNKeepsSign) {
+    const __m512i code = _mm512_mask_mov_epi32(k.nan_code, number, finite);
+    return _mm512_maskz_ternarylogic_epi32(kAll16, code, shifted, k.sign_bit, kOrAnd);
+  } else {
+    static_assert(F::kNaNCode == F::kMaxMagnitude && F::kNaNCode == F::kStandardOverflow);
+    return _mm512_mask_ternarylogic_epi32(finite, number, shifted, k.sign_bit, kOrAnd);
+  }
 }
 
 // The high 32 bits of splitmix64's finaliser of 16 counters (two 8-lane halves), as 16 lanes.
@@ -179,7 +218,7 @@ template <class F, bool kStochastic, bool kBf16, bool kPerValue>
   uint8_t* const out = run.out;
   const float* const per_value = run.multipliers;
   const bool track_amax = run.track_amax;
-  const __m512i too_large = splat(run.saturate ? F::kMaxMagnitude : F::kStandardOverflow);
+  const Constants<F> k(run.saturate);
   // One multiplier per block: the next block's, the current one and how many of the current
   // block's values are left from this step on.
   const float* next_multiplier = run.multipliers != nullptr ? run.multipliers : &run.multiplier;
@@ -219,25 +258,27 @@ template <class F, bool kStochastic, bool kBf16, bool kPerValue>
       remaining -= 16;
     }
     const __m512i bits = _mm512_castps_si512(_mm512_mul_ps(x, multiplier));
-    const __m512i abs = _mm512_and_si512(bits, splat(kF32AbsMask));
+    const __m512i abs = _mm512_and_si512(bits, k.abs_mask);
     if (track_amax) {  // NaN ignored
-      const __m512i x_abs = _mm512_and_si512(_mm512_castps_si512(x), splat(kF32AbsMask));
-      amax = _mm512_mask_max_epu32(amax, _mm512_cmple_epu32_mask(x_abs, splat(kF32InfBits)), amax,
-                                   x_abs);
+      const __m512i x_abs = _mm512_and_si512(_mm512_castps_si512(x), k.abs_mask);
+      amax = _mm512_mask_max_epu32(amax, _mm512_cmple_epu32_mask(x_abs, k.inf), amax, x_abs);
     }
-    // kOverflowBits <= abs <= Inf as one unsigned compare of abs - kOverflowBits.
-    const __mmask16 beyond = _mm512_cmple_epu32_mask(_mm512_sub_epi32(abs, splat(F::kOverflowBits)),
-                                                     splat(kF32InfBits - F::kOverflowBits));
-    saturated += std::popcount(static_cast<uint32_t>(beyond));
+    const __mmask16 number = _mm512_cmple_epu32_mask(abs, k.inf);  // not NaN
     __m512i magnitude;
+    __mmask16 beyond;  // saturated or overflowed
     if constexpr (kStochastic) {
-      magnitude = stochastic_magnitude<F>(abs, random_bits(counter_low, counter_high));
+      // kOverflowBits <= abs <= Inf as one unsigned compare of abs - kOverflowBits.
+      beyond = _mm512_cmple_epu32_mask(_mm512_sub_epi32(abs, k.overflow), k.overflow_span);
+      magnitude = stochastic_magnitude<F>(abs, random_bits(counter_low, counter_high), k);
       counter_low = _mm512_add_epi64(counter_low, advance);
       counter_high = _mm512_add_epi64(counter_high, advance);
     } else {
-      magnitude = rne_magnitude<F>(abs);
+      // Round to nearest even carries past the largest magnitude exactly from kOverflowBits on.
+      magnitude = rne_magnitude<F>(abs, k);
+      beyond = _mm512_mask_cmpgt_epu32_mask(number, magnitude, k.max_magnitude);
     }
-    store_codes<F>(finish<F>(bits, abs, magnitude, too_large), out, i, left);
+    saturated += std::popcount(static_cast<uint32_t>(beyond));
+    store_codes<F>(finish<F>(bits, number, magnitude, k), out, i, left);
   }
   EncodeTotals totals;
   totals.saturated = saturated;
@@ -267,16 +308,17 @@ EncodeTotals encode_format(const EncodeRun& run) {
 template <class F>
 [[H2_ENCODE_TARGET]] void encode_lanes(const uint32_t* bits, const uint32_t* random, int64_t n,
                                        bool saturate, uint8_t* codes) {
-  const __m512i too_large = splat(saturate ? F::kMaxMagnitude : F::kStandardOverflow);
+  const Constants<F> k(saturate);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 lanes = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1u);
     const __m512i b = _mm512_maskz_loadu_epi32(lanes, bits + i);
-    const __m512i abs = _mm512_and_si512(b, splat(kF32AbsMask));
+    const __m512i abs = _mm512_and_si512(b, k.abs_mask);
     const __m512i magnitude =
         random != nullptr
-            ? stochastic_magnitude<F>(abs, _mm512_maskz_loadu_epi32(lanes, random + i))
-            : rne_magnitude<F>(abs);
-    _mm512_mask_cvtepi32_storeu_epi8(codes + i, lanes, finish<F>(b, abs, magnitude, too_large));
+            ? stochastic_magnitude<F>(abs, _mm512_maskz_loadu_epi32(lanes, random + i), k)
+            : rne_magnitude<F>(abs, k);
+    const __mmask16 number = _mm512_cmple_epu32_mask(abs, k.inf);
+    _mm512_mask_cvtepi32_storeu_epi8(codes + i, lanes, finish<F>(b, number, magnitude, k));
   }
 }
 
