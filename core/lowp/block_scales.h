@@ -1,5 +1,5 @@
 // Block scales of many blocks in one call: the batch form of block_scale.h's rules for the CPU
-// quantizer's two-pass path, compiled also for AVX-512 and chosen by the running CPU (as the
+// quantizer, compiled also for AVX-512 and chosen by the running CPU (as the
 // portable batch encoders are: encode_batch.h), the same bits as the scalar rule block by block.
 #pragma once
 
@@ -12,5 +12,17 @@ namespace h2::lowp {
 // 0.91 ns a block on a Zen 4 core in AVX2 registers, with spills; 0.58 in AVX-512's.)
 void nvfp4_scales_n(const float* amax, int64_t n, float s_enc, float global, float* multipliers,
                     uint8_t* codes);
+
+// For b < n: f32_amax_scale(amax[b], max_finite) as multipliers[b] and scales[b]. multipliers
+// may be amax itself. (One block per 128 values for fp8_blockwise: the scalar rule's two
+// divisions per block, with the quantizer's bookkeeping around them, took a fifth as long as
+// encoding the block.)
+void f32_amax_scales_n(const float* amax, int64_t n, float max_finite, float* multipliers,
+                       float* scales);
+
+// For b < n: e8m0_scale(amax[b], round_up, max_finite) as multipliers[b] and codes[b] (the E8M0
+// byte). multipliers may be amax itself.
+void e8m0_scales_n(const float* amax, int64_t n, bool round_up, float max_finite,
+                   float* multipliers, uint8_t* codes);
 
 }  // namespace h2::lowp
