@@ -331,12 +331,16 @@ class Quantizer {
           const int64_t r0 = t % col_tiles * kStripCols, w = std::min(kStripCols, R - r0);
           const int64_t k0 = t / col_tiles * rows, k1 = std::min(k0 + rows, K);
           if (fused()) {  // column maxima of the strip: block amaxes (or the input's)
-            // (Inline, not quantize_rows.h's column_magnitudes of the same form: through it
+            // (f32 inline, not quantize_rows.h's column_magnitudes of the same form: through it
             // mxfp8's W^T measured 1.11-1.16x slower at stops 35 and 36, not found why.)
             decltype(magnitude_bits(T{})) most[kStripCols] = {}, top = 0;
-            for (int64_t k = k0; k < k1; ++k)
-              for (int64_t i = 0; i < w; ++i)
-                most[i] = std::max(most[i], magnitude_bits(in[k * R + r0 + i]));
+            if constexpr (std::is_same_v<T, bf16_t>) {
+              bf16_column_magnitudes(in + k0 * R + r0, R, k1 - k0, w, most);
+            } else {
+              for (int64_t k = k0; k < k1; ++k)
+                for (int64_t i = 0; i < w; ++i)
+                  most[i] = std::max(most[i], magnitude_bits(in[k * R + r0 + i]));
+            }
             for (int64_t i = 0; i < w; ++i) {
               top = std::max(top, most[i]);
               m[i] = from_magnitude_bits(most[i]);

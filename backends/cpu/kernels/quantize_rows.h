@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cpu/kernels/column_magnitudes.h"
 #include "backends/cpu/kernels/cpu_floats.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/element.h"
@@ -157,7 +158,11 @@ void transposed_segment_amax(const T* in, const Geometry& g, bool column_laid, f
           for (int64_t i = 0; i < n; ++i) out[i * r_stride] = from_magnitude_bits(wide[i]);
         } else {
           decltype(magnitude_bits(T{})) most[kStripCols];
-          column_magnitudes(in + r0, R, k0, k1, n, most);
+          if constexpr (std::is_same_v<T, bf16_t>) {
+            bf16_column_magnitudes(in + k0 * R + r0, R, k1 - k0, n, most);
+          } else {
+            column_magnitudes(in + r0, R, k0, k1, n, most);
+          }
           for (int64_t i = 0; i < n; ++i) out[i * r_stride] = from_magnitude_bits(most[i]);
         }
       }
