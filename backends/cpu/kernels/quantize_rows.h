@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cpu/kernels/column_magnitudes.h"
+#include "backends/cpu/kernels/bf16_amaxes.h"
 #include "backends/cpu/kernels/cpu_floats.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/element.h"
@@ -78,9 +78,17 @@ inline float abs_max(const X* x, int64_t n) {
 // last one possibly shorter). Blocks of 32 and 128 values (the MX formats', fp8_blockwise's) take
 // a loop of compile-time length: GCC's vectorisation of a run-time length cost 0.12-0.135 ns per
 // bf16 value there against 0.07 (32) and 0.062-0.071 against 0.044 (128) on a Zen 4 core; at 16
-// (nvfp4) the run-time loop is the faster, 0.08 against 0.13.
+// (nvfp4) the run-time loop is the faster, 0.08 against 0.13, and bf16 rows take
+// bf16_segment16_amaxes's reduction in registers where the CPU has AVX512BW.
 template <class X>
 inline void segment_amaxes(const X* row, int64_t K, int64_t bc, float* amax) {
+  if constexpr (std::is_same_v<X, bf16_t>) {
+    if (bc == 16) {
+      bf16_segment16_amaxes(row, K / 16, amax);
+      if (K % 16 != 0) amax[K / 16] = abs_max(row + K / 16 * 16, K % 16);
+      return;
+    }
+  }
   auto fixed = [&]<int64_t kWidth>(std::integral_constant<int64_t, kWidth>) {
     const int64_t whole = K / kWidth;
     for (int64_t c = 0; c < whole; ++c) {

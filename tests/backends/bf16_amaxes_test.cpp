@@ -1,4 +1,4 @@
-// bf16_column_magnitudes (backends/cpu/kernels/column_magnitudes.h) and the portable loop it
+// bf16_column_magnitudes (backends/cpu/kernels/bf16_amaxes.h) and the portable loop it
 // falls back to, against the definition written out: the largest |x| of each column over the
 // band's rows, compared as values, NaN ignored (a column of NaNs gives 0), Inf counted. Random
 // bit patterns (every class: NaN with either sign, Inf, subnormals, zeros of both signs), for
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/cpu/kernels/column_magnitudes.h"
+#include "backends/cpu/kernels/bf16_amaxes.h"
 #include "backends/cpu/kernels/quantize_rows.h"
 
 namespace h2::cpu {
@@ -19,7 +19,7 @@ float value_of(uint16_t bits) {
   return bf16_to_f32(bits);
 }
 
-TEST(ColumnMagnitudes, EachColumnGetsItsLargestMagnitudeWithNaNIgnored) {
+TEST(Bf16Amaxes, EachColumnGetsItsLargestMagnitudeWithNaNIgnored) {
   std::mt19937 rng(11);
   for (const int64_t w : {1, 31, 32, 33, 255, 256, 257, 300}) {
     for (const int64_t rows : {1, 2, 16, 19}) {
@@ -44,6 +44,31 @@ TEST(ColumnMagnitudes, EachColumnGetsItsLargestMagnitudeWithNaNIgnored) {
         EXPECT_EQ(value_of(portable[size_t(i)]), expected)
             << "portable, w " << w << " rows " << rows << " column " << i;
       }
+    }
+  }
+}
+
+TEST(Bf16Amaxes, EachSegmentOf16GetsItsLargestMagnitudeWithNaNIgnored) {
+  std::mt19937 rng(12);
+  for (const int64_t segments : {1, 15, 16, 17, 32, 43}) {
+    std::vector<bf16_t> row(size_t(segments * 16));
+    for (bf16_t& v : row) v.bits = uint16_t(rng());
+    // Segment 0 all NaN; the last segment's last value -Inf; segment 1 (where there is one)
+    // all zeros but a +Inf first.
+    for (int64_t i = 0; i < 16; ++i) row[size_t(i)].bits = i % 2 ? 0xffc1 : 0x7fa0;
+    row.back().bits = 0xff80;
+    if (segments > 2)
+      for (int64_t i = 0; i < 16; ++i) row[size_t(16 + i)].bits = i == 0 ? 0x7f80 : 0x8000;
+    std::vector<float> amax(size_t(segments) + 1, -1.0f);
+    bf16_segment16_amaxes(row.data(), segments, amax.data());
+    EXPECT_EQ(amax[size_t(segments)], -1.0f) << "wrote past segment " << segments;
+    for (int64_t c = 0; c < segments; ++c) {
+      float expected = 0;
+      for (int64_t i = 0; i < 16; ++i) {
+        const float v = value_of(row[size_t(16 * c + i)].bits);
+        if (!std::isnan(v)) expected = std::max(expected, std::fabs(v));
+      }
+      EXPECT_EQ(amax[size_t(c)], expected) << "segments " << segments << " segment " << c;
     }
   }
 }
