@@ -118,11 +118,12 @@ template <class F>
   const __m512i normal = _mm512_sub_epi32(
       srl32(_mm512_add_epi32(abs, srl32(random, 32 - kDrop)), kDrop), k.normal_bias);
   const __mmask16 subnormal_target = _mm512_cmplt_epu32_mask(abs, k.min_normal);
+  // (Lanes past the subnormal range, NaN included, compute garbage here that the final select
+  // drops; the conversions do not trap.) fraction: y - trunc(y), one VREDUCEPS.
   constexpr float kQuantaPerUnit = static_cast<float>(1u << (F::kBias + F::kMantissaBits - 1));
-  const __m512 y = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_maskz_mov_epi32(subnormal_target, abs)),
-                                 _mm512_set1_ps(kQuantaPerUnit));
+  const __m512 y = _mm512_mul_ps(_mm512_castsi512_ps(abs), _mm512_set1_ps(kQuantaPerUnit));
   const __m512i whole = _mm512_maskz_cvttps_epi32(kAll16, y);
-  const __m512 fraction = _mm512_sub_ps(y, _mm512_maskz_cvtepi32_ps(kAll16, whole));
+  const __m512 fraction = _mm512_maskz_reduce_ps(kAll16, y, _MM_FROUND_TO_ZERO);
   const __m512i threshold =
       _mm512_maskz_cvttps_epu32(kAll16, _mm512_mul_ps(fraction, _mm512_set1_ps(0x1p32f)));
   const __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_xor_si512(random, splat(~0u)), threshold);
