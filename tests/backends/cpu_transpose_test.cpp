@@ -1,11 +1,13 @@
 // transpose_to_f32 (backends/cpu/kernels/transpose.h): every element of src lands at its
 // transposed place in dst bit for bit (raw bit patterns, NaN payloads and subnormals included),
 // for shapes that are and are not multiples of the 8 x 8 register tile, padded strides on both
-// sides, and each storage type; what lies past the copied region of dst is left alone. This file
+// sides, and each storage type; what lies past the copied region of dst is left alone. Likewise
+// transpose_bytes (FP8 codes) across its 64 x 16 and 16 x 16 tiles. This file
 // is built with the CPU kernels' -march, so it exercises the AVX2 tiles where the kernels have
 // them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -64,6 +66,30 @@ TEST(CpuTranspose, Bf16WidenedExactlyInItsPlace) {
 }
 TEST(CpuTranspose, F16WidenedExactlyInItsPlace) {
   check_shapes<f16_t>();
+}
+
+// transpose_bytes: the 64 x 16 (AVX512BW) and 16 x 16 tiles and the element-wise edges, for a
+// column range [c_begin, c_end) of src; dst rows outside the range and padding stay untouched.
+TEST(CpuTranspose, BytesEveryElementInItsPlaceForAColumnRange) {
+  std::mt19937 rng(9);
+  for (int64_t rows : {1, 15, 16, 17, 40, 64, 65, 130})
+    for (int64_t cols : {1, 16, 63, 64, 65, 130, 256})
+      for (const int64_t c_begin : {int64_t(0), std::min<int64_t>(cols - 1, 3)}) {
+        const int64_t c_end = cols, src_ld = cols + 5, dst_ld = rows + 7;
+        std::vector<uint8_t> src(size_t(rows * src_ld));
+        for (uint8_t& b : src) b = uint8_t(rng());
+        const uint8_t sentinel = 0xA5;
+        std::vector<uint8_t> dst(size_t(cols * dst_ld), sentinel);
+        transpose_bytes(src.data(), src_ld, rows, c_begin, c_end, dst.data(), dst_ld);
+        for (int64_t c = 0; c < cols; ++c)
+          for (int64_t r = 0; r < dst_ld; ++r) {
+            const bool copied = c >= c_begin && c < c_end && r < rows;
+            const uint8_t want = copied ? src[size_t(r * src_ld + c)] : sentinel;
+            ASSERT_EQ(dst[size_t(c * dst_ld + r)], want)
+                << "rows " << rows << " cols " << cols << " from column " << c_begin << ": dst("
+                << c << ", " << r << ")";
+          }
+      }
 }
 
 }  // namespace
