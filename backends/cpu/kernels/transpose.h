@@ -159,22 +159,18 @@ inline void transpose_bytes(const uint8_t* src, int64_t src_ld, int64_t rows, in
                             int64_t c_end, uint8_t* dst, int64_t dst_ld) {
   int64_t r0 = 0;
 #if defined(__SSE2__)
-  if (transpose_detail::byte_tiles_avx512()) {
-    for (; r0 + 64 <= rows; r0 += 64) {
+  // Bands of tile_rows rows of src: tiles of 16 columns, the band's last columns one by one.
+  auto bands = [&](int64_t tile_rows, auto tile) {
+    for (; r0 + tile_rows <= rows; r0 += tile_rows) {
       int64_t c0 = c_begin;
       for (; c0 + 16 <= c_end; c0 += 16)
-        transpose_detail::tile64x16(src + r0 * src_ld + c0, src_ld, dst + c0 * dst_ld + r0, dst_ld);
+        tile(src + r0 * src_ld + c0, src_ld, dst + c0 * dst_ld + r0, dst_ld);
       for (int64_t c = c0; c < c_end; ++c)
-        for (int64_t r = r0; r < r0 + 64; ++r) dst[c * dst_ld + r] = src[r * src_ld + c];
+        for (int64_t r = r0; r < r0 + tile_rows; ++r) dst[c * dst_ld + r] = src[r * src_ld + c];
     }
-  }
-  for (; r0 + 16 <= rows; r0 += 16) {
-    int64_t c0 = c_begin;
-    for (; c0 + 16 <= c_end; c0 += 16)
-      transpose_detail::tile16x16(src + r0 * src_ld + c0, src_ld, dst + c0 * dst_ld + r0, dst_ld);
-    for (int64_t c = c0; c < c_end; ++c)
-      for (int64_t r = r0; r < r0 + 16; ++r) dst[c * dst_ld + r] = src[r * src_ld + c];
-  }
+  };
+  if (transpose_detail::byte_tiles_avx512()) bands(64, transpose_detail::tile64x16);
+  bands(16, transpose_detail::tile16x16);
 #endif
   for (int64_t c = c_begin; c < c_end; ++c)
     for (int64_t r = r0; r < rows; ++r) dst[c * dst_ld + r] = src[r * src_ld + c];
