@@ -52,8 +52,8 @@ TEST(KernelIsa, AmxMatchesProcCpuinfo) {
 TEST(KernelIsa, KBlockGemmKnob) {
   const std::set<std::string> flags = proc_cpuinfo_flags();
   if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
-  const bool runs = flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512vl") &&
-                    flags.count("avx512_bf16");
+  const bool runs = flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") &&
+                    flags.count("avx512vl") && flags.count("avx512_bf16");
   EXPECT_EQ(kblock_gemm_runs_here(), runs);
   setenv("H2_CPU_KBLOCK_GEMM", "auto", 1);
   EXPECT_EQ(h2_kblock_gemm_from_env(), runs && !cpu_has_amx_bf16());

@@ -16,6 +16,7 @@
 
 #include "backends/vchip/vchip_backend.h"
 #include "core/error.h"
+#include "core/half_float.h"
 #include "core/op_cost.h"
 #include "core/ops.h"
 #include "core/tensor_host.h"
@@ -132,6 +133,38 @@ TEST(Qmatmul, Bf16OutputAlphaAndBeta) {
   check_case({kBlockwiseAct, kBlockwiseWeight, 33, 20, 1100, DType::bf16, 1.5f, 0.5f}, cpu);
   check_case({kNvfp4, kMxfp4, 17, 33, 160, DType::bf16, 2.0f, 1.0f}, cpu);
   check_case({kPerTensorE4m3, kPerTensorE4m3, 8, 8, 32, DType::f16, 1.0f, 0.25f}, cpu);
+}
+
+// A bf16 out holds the f32 out rounded to nearest even (f32_to_bf16), bit for bit, with the
+// same operands: for FP32 block scales, subnormal sums included (alpha 2^-140 takes every sum
+// below 2^-126, where a converter that treats subnormal inputs as zero would differ).
+TEST(Qmatmul, Bf16OutIsTheF32OutRoundedToNearestEven) {
+  Device& cpu = lowp_runtime().cpu();
+  std::mt19937_64 rng(5);
+  const int64_t M = 37, N = 70, K = 300;
+  lowp::QTensor a = quantize_values(cpu, spread_values(rng, M * K), M, K, kBlockwiseAct);
+  lowp::QTensor b = quantize_values(cpu, spread_values(rng, N * K), N, K, kBlockwiseWeight);
+  for (const float alpha : {1.0f, 0x1p-140f}) {
+    SCOPED_TRACE(fmt::format("alpha {}", alpha));
+    Tensor f32 = Tensor::zeros({M, N}, DType::f32, cpu),
+           bf16 = Tensor::zeros({M, N}, DType::bf16, cpu);
+    ops::qmatmul({.out = f32, .a = a, .b = b, .alpha = alpha});
+    ops::qmatmul({.out = bf16, .a = a, .b = b, .alpha = alpha});
+    const float* wide = f32.data_as<float>();
+    const bf16_t* narrow = bf16.data_as<bf16_t>();
+    int64_t subnormal = 0, bad = 0;
+    for (int64_t i = 0; i < M * N; ++i) {
+      subnormal += wide[i] != 0 && std::fabs(wide[i]) < std::numeric_limits<float>::min();
+      if (narrow[i].bits != f32_to_bf16(wide[i]) && bad++ < 5) {
+        ADD_FAILURE() << "element " << i << ": " << wide[i] << " stored as bf16 bits "
+                      << narrow[i].bits << ", rounded " << f32_to_bf16(wide[i]);
+      }
+    }
+    EXPECT_EQ(bad, 0);
+    if (alpha < 1) {
+      EXPECT_GT(subnormal, M * N / 2) << "the case must reach subnormal sums";
+    }
+  }
 }
 
 TEST(Qmatmul, PanelsOfMoreThan2048Rows) {

@@ -11,7 +11,7 @@
 
 namespace h2::cpu {
 
-// Whether this CPU runs kblock_gemm (AVX512F, AVX512BW, AVX512VL and AVX512_BF16).
+// Whether this CPU runs kblock_gemm (AVX512F, AVX512BW, AVX512DQ, AVX512VL and AVX512_BF16).
 bool kblock_gemm_runs_here();
 
 // out (M, N) = beta * out + sum_j alpha * diag(sa_j) (A_j @ B_j^T) diag(sb_j) for
