@@ -14,9 +14,9 @@ void nvfp4_scales_n(const float* amax, int64_t n, float s_enc, float global, flo
                     uint8_t* codes);
 
 // For b < n: f32_amax_scale(amax[b], max_finite) as multipliers[b] and scales[b]. multipliers
-// may be amax itself. (One block per 128 values for fp8_blockwise: the scalar rule's two
-// divisions per block, with the quantizer's bookkeeping around them, took a fifth as long as
-// encoding the block.)
+// may be amax itself. (One block per 128 values for fp8_blockwise: in the quantizer's strips,
+// the scalar rule's two divisions per block and the bookkeeping around them held 15% of the
+// strip loop's own samples.)
 void f32_amax_scales_n(const float* amax, int64_t n, float max_finite, float* multipliers,
                        float* scales);
 

@@ -1,10 +1,12 @@
-// bf16_column_magnitudes (backends/cpu/kernels/bf16_amaxes.h) and the portable loop it
-// falls back to, against the definition written out: the largest |x| of each column over the
-// band's rows, compared as values, NaN ignored (a column of NaNs gives 0), Inf counted. Random
-// bit patterns (every class: NaN with either sign, Inf, subnormals, zeros of both signs), for
-// widths across the 32-lane and 256-column boundaries and a row stride wider than the band.
+// backends/cpu/kernels/bf16_amaxes.h against the definitions written out: the largest |x| of
+// each column over a band's rows (and the portable loop the column maxima fall back to), and of
+// each 16-value segment of a row; compared as values, NaN ignored (all NaN gives 0), Inf
+// counted. Random bit patterns (every class: NaN with either sign, Inf, subnormals, zeros of
+// both signs), for widths across the 32-lane and 256-column boundaries and a row stride wider
+// than the band, and segment counts on both sides of the groups of 16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -53,8 +55,8 @@ TEST(Bf16Amaxes, EachSegmentOf16GetsItsLargestMagnitudeWithNaNIgnored) {
   for (const int64_t segments : {1, 15, 16, 17, 32, 43}) {
     std::vector<bf16_t> row(size_t(segments * 16));
     for (bf16_t& v : row) v.bits = uint16_t(rng());
-    // Segment 0 all NaN; the last segment's last value -Inf; segment 1 (where there is one)
-    // all zeros but a +Inf first.
+    // Segment 0 all NaN; the last segment's last value -Inf; segment 1 (where there are more
+    // than two) all negative zeros but a +Inf first.
     for (int64_t i = 0; i < 16; ++i) row[size_t(i)].bits = i % 2 ? 0xffc1 : 0x7fa0;
     row.back().bits = 0xff80;
     if (segments > 2)
