@@ -119,40 +119,6 @@ class Quantizer {
     return {};
   }
 
-  // The fused rules' scales of n blocks from their amaxes, in one batch call (block_scales.h):
-  // multipliers m[b] (m may be amax itself), scales stored at block index first + b * stride
-  // (through a buffer where stride > 1).
-  void fused_scales(const float* amax, int64_t n, float* m, int64_t first, int64_t stride) const {
-    const bool f32 = q_.spec.rule == ScaleRule::f32_amax;
-    const bool round_up = q_.spec.rule == ScaleRule::e8m0_ceil;
-    auto batch = [&](const float* a, int64_t count, float* mult, void* out) {
-      if (f32) {
-        lowp::f32_amax_scales_n(a, count, info_->max_finite, mult, static_cast<float*>(out));
-      } else {
-        lowp::e8m0_scales_n(a, count, round_up, info_->max_finite, mult,
-                            static_cast<uint8_t*>(out));
-      }
-    };
-    if (stride == 1) {
-      const size_t at = size_t(first) * (f32 ? sizeof(float) : 1);
-      return batch(amax, n, m, static_cast<uint8_t*>(scales_) + at);
-    }
-    float f32_scales[kStripCols];
-    uint8_t codes[kStripCols];
-    for (int64_t b0 = 0; b0 < n; b0 += kStripCols) {
-      const int64_t count = std::min(kStripCols, n - b0);
-      batch(amax + b0, count, m + b0, f32 ? static_cast<void*>(f32_scales) : codes);
-      for (int64_t b = 0; b < count; ++b) {
-        const int64_t index = first + (b0 + b) * stride;
-        if (f32) {
-          static_cast<float*>(scales_)[index] = f32_scales[b];
-        } else {
-          static_cast<uint8_t*>(scales_)[index] = codes[b];
-        }
-      }
-    }
-  }
-
   // Calls fn(part, r0, n) for every panel, parts in parallel (each with its own scratch slot).
   template <class Fn>
   void for_panels(int64_t parts, Fn&& fn) const {
@@ -349,7 +315,8 @@ class Quantizer {
             if (imposed()) {
               std::fill_n(m, w, args_.multiplier);
             } else {
-              fused_scales(m, w, m, r0 * g_.GC + k0 / bc, g_.GC);
+              fused_block_scales(q_.spec.rule, info_->max_finite, m, w, m, scales_,
+                                 r0 * g_.GC + k0 / bc, g_.GC);
             }
           }
           for (int64_t k = k0; k < k1; ++k) {
@@ -476,7 +443,8 @@ class Quantizer {
         uint32_t top = 0;           // amaxes are >= 0, never NaN: their bits order as they do
         for (int64_t b = 0; b < n * GC; ++b) top = std::max(top, std::bit_cast<uint32_t>(mult[b]));
         st.amax = std::max(st.amax, std::bit_cast<float>(top));
-        fused_scales(mult, n * GC, mult, r0 * GC, 1);
+        fused_block_scales(q_.spec.rule, info_->max_finite, mult, n * GC, mult, scales_, r0 * GC,
+                           1);
       }
       if (!whole_panel) {
         for_rows(

@@ -1,6 +1,6 @@
 // The CPU quantizer's row primitives (backends/cpu/kernels/quantize.cpp): its geometry, panels of
 // FP32 rows, NaN-ignoring amaxes on bit patterns (a transposed input's too), and where a block's
-// scale is stored.
+// scale is stored, one at a time or a batch of them.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "backends/cpu/kernels/element.h"
 #include "backends/cpu/kernels/transpose.h"
 #include "core/lowp/block_scale.h"
+#include "core/lowp/block_scales.h"
 #include "core/lowp/formats.h"
 #include "core/lowp/quant_spec.h"
 
@@ -183,6 +184,39 @@ inline void store_scale(void* scales, ScaleRule rule, int64_t index, const Block
     static_cast<float*>(scales)[index] = s.scale;
   } else {
     static_cast<uint8_t*>(scales)[index] = s.code;
+  }
+}
+
+// The scales of n blocks under a fused rule (f32_amax, e8m0_floor, e8m0_ceil) from their amaxes,
+// in one batch call (core/lowp/block_scales.h): multipliers m[b] (m may be amax itself), the
+// scales stored in `scales` at block index first + b * stride, through a buffer where stride > 1
+// (a strip's columns, one block each, lie GC blocks apart in the scales).
+inline void fused_block_scales(ScaleRule rule, float max_finite, const float* amax, int64_t n,
+                               float* m, void* scales, int64_t first, int64_t stride) {
+  const bool f32 = rule == ScaleRule::f32_amax;
+  auto batch = [&](const float* a, int64_t count, float* mult, void* out) {
+    if (f32) {
+      lowp::f32_amax_scales_n(a, count, max_finite, mult, static_cast<float*>(out));
+    } else {
+      lowp::e8m0_scales_n(a, count, rule == ScaleRule::e8m0_ceil, max_finite, mult,
+                          static_cast<uint8_t*>(out));
+    }
+  };
+  if (stride == 1)
+    return batch(amax, n, m, static_cast<uint8_t*>(scales) + first * (f32 ? sizeof(float) : 1));
+  float f32_scales[kStripCols];
+  uint8_t codes[kStripCols];
+  for (int64_t b0 = 0; b0 < n; b0 += kStripCols) {
+    const int64_t count = std::min(kStripCols, n - b0);
+    batch(amax + b0, count, m + b0, f32 ? static_cast<void*>(f32_scales) : codes);
+    for (int64_t b = 0; b < count; ++b) {
+      const int64_t index = first + (b0 + b) * stride;
+      if (f32) {
+        static_cast<float*>(scales)[index] = f32_scales[b];
+      } else {
+        static_cast<uint8_t*>(scales)[index] = codes[b];
+      }
+    }
   }
 }
 
