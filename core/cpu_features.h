@@ -29,4 +29,11 @@ enum class CpuFeature : uint8_t {
 // safe from any thread and from load-time constructors (cpuid and xgetbv only).
 bool cpu_has(CpuFeature f);
 
+// AVX512F and AVX512BW, the pair that 512-bit byte and word kernels need, answered once per
+// process: for call sites that ask on every call of a short kernel (a strip, a transpose).
+inline bool cpu_has_avx512bw() {
+  static const bool has = cpu_has(CpuFeature::avx512f) && cpu_has(CpuFeature::avx512bw);
+  return has;
+}
+
 }  // namespace h2

@@ -81,21 +81,16 @@ constexpr int kVectors = 8;  // of 32 columns: 256 columns per pass over the ban
   }
 }
 
-bool avx512bw_here() {  // once: the quantizer asks per strip
-  static const bool here = cpu_has(CpuFeature::avx512f) && cpu_has(CpuFeature::avx512bw);
-  return here;
-}
-
 }  // namespace
 
 void bf16_column_magnitudes(const bf16_t* x, int64_t ld, int64_t rows, int64_t w, uint16_t* most) {
-  if (avx512bw_here()) return columns_avx512(&x->bits, ld, rows, w, most);
+  if (cpu_has_avx512bw()) return columns_avx512(&x->bits, ld, rows, w, most);
   quantize_detail::column_magnitudes(x, ld, 0, rows, w, most);
 }
 
 void bf16_segment16_amaxes(const bf16_t* row, int64_t segments, float* amax) {
   int64_t done = 0;
-  if (avx512bw_here()) {
+  if (cpu_has_avx512bw()) {
     segments_avx512(&row->bits, segments / 16, amax);
     done = segments / 16 * 16;
   }

@@ -124,12 +124,6 @@ inline void tile16x16(const uint8_t* src, int64_t src_ld, uint8_t* dst, int64_t 
   for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + i * dst_ld, x[i]);
 }
 
-// Whether tile64x16 runs here (asked once).
-inline bool byte_tiles_avx512() {
-  static const bool here = cpu_has(CpuFeature::avx512f) && cpu_has(CpuFeature::avx512bw);
-  return here;
-}
-
 }  // namespace transpose_detail
 #endif
 
@@ -169,7 +163,7 @@ inline void transpose_bytes(const uint8_t* src, int64_t src_ld, int64_t rows, in
         for (int64_t r = r0; r < r0 + tile_rows; ++r) dst[c * dst_ld + r] = src[r * src_ld + c];
     }
   };
-  if (transpose_detail::byte_tiles_avx512()) bands(64, transpose_detail::tile64x16);
+  if (cpu_has_avx512bw()) bands(64, transpose_detail::tile64x16);
   bands(16, transpose_detail::tile16x16);
 #endif
   for (int64_t c = c_begin; c < c_end; ++c)
