@@ -31,6 +31,8 @@ using lowp::ScaleRule;
 
 const QuantSpec kBlockwiseAct = spec(Format::e4m3, ScaleRule::f32_amax, 1, 128);
 const QuantSpec kBlockwiseWeight = spec(Format::e4m3, ScaleRule::f32_amax, 128, 128);
+const QuantSpec kBlockwiseE5m2 = spec(Format::e5m2, ScaleRule::f32_amax, 1, 128);
+const QuantSpec kBlockwiseE2m1 = spec(Format::e2m1, ScaleRule::f32_amax, 1, 128);
 const QuantSpec kMxE4m3 = spec(Format::e4m3, ScaleRule::e8m0_floor, 1, 32);
 const QuantSpec kMxE5m2 = spec(Format::e5m2, ScaleRule::e8m0_ceil, 1, 32);
 const QuantSpec kMxfp4 = spec(Format::e2m1, ScaleRule::e8m0_floor, 1, 32);
@@ -106,6 +108,15 @@ TEST(Qmatmul, MatchesTheDequantizedReference) {
       {kBlockwiseAct, kBlockwiseWeight, 25, 33, 203},
       // One K block, the first and the last (H2's kernel stores it from the registers).
       {kBlockwiseAct, kBlockwiseWeight, 14, 40, 100},
+      // H2's kernel packs b's codes 64 columns at a time, in chunks of 256: K = 258 ends on a
+      // single pair (half a 32-bit word), K = 642 crosses chunks; N = 47 leaves a panel of 15
+      // rows. E5M2 codes (a hybrid recipe's gradients) and E2M1 nibbles (packed from decoded
+      // rows) with block scales along K.
+      {kBlockwiseAct, kBlockwiseWeight, 13, 47, 258},
+      {kBlockwiseAct, kBlockwiseAct, 26, 64, 642},
+      {kBlockwiseE5m2, kBlockwiseE5m2, 15, 33, 320},
+      {kBlockwiseAct, kBlockwiseE5m2, 12, 20, 130},
+      {kBlockwiseE2m1, kBlockwiseE2m1, 14, 37, 384},
       // MX: K a multiple of 32, not of 128.
       {kMxE4m3, kMxE4m3, 37, 53, 96},
       {kMxE4m3, kMxE5m2, 29, 41, 160},

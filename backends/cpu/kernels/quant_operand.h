@@ -133,6 +133,19 @@ class QuantOperand {
     lowp::decode_bf16_n(element_, row_codes(r0, 0), rows * K_, rows * K_, nullptr, dst);
   }
 
+  // n one-byte codes (E4M3, E5M2) in any arrangement as bf16 bits, without any scale (exact):
+  // the K-block path's packed panels, rearranged as codes first.
+  void decode_codes_bf16(const uint8_t* codes, int64_t n, uint16_t* dst) const {
+    lowp::decode_bf16_n(element_, codes, n, n, nullptr, dst);
+  }
+
+  // The code of element (r, k): its byte, or (k even) the byte holding E2M1 codes k and k + 1.
+  const uint8_t* row_codes(int64_t r, int64_t k) const {
+    const int64_t i = r * K_ + k;
+    return codes_ + (element_ == Format::e2m1 ? i / 2 : i);
+  }
+
+  Format element() const { return element_; }
   ScaleRule rule() const { return rule_; }
   int64_t block_rows() const { return br_; }
   int64_t block_cols() const { return bc_; }
@@ -169,12 +182,6 @@ class QuantOperand {
       }
       k = end;
     }
-  }
-
-  // The code of element (r, k): its byte, or (k even) the byte holding E2M1 codes k and k + 1.
-  const uint8_t* row_codes(int64_t r, int64_t k) const {
-    const int64_t i = r * K_ + k;
-    return codes_ + (element_ == Format::e2m1 ? i / 2 : i);
   }
 
   static constexpr int64_t kScaleChunk = 256;  // block scales gathered per bf16 decode call
