@@ -140,6 +140,8 @@ TEST(Qmatmul, Bf16OutputAlphaAndBeta) {
   check_case({kBlockwiseAct, kBlockwiseWeight, 40, 24, 640, DType::f32, 0.5f, -1.5f}, cpu);
   check_case({kBlockwiseAct, kBlockwiseWeight, 33, 20, 384, DType::bf16, 1.5f, 0.5f}, cpu);
   check_case({kBlockwiseAct, kBlockwiseWeight, 14, 40, 100, DType::f32, 1.0f, 0.5f}, cpu);
+  // A weight gradient's accumulation (beta 1) over several rows of tiles and panels.
+  check_case({kBlockwiseAct, kBlockwiseAct, 30, 70, 256, DType::f32, 1.0f, 1.0f}, cpu);
   // Nine K blocks, rescaled in passes of several (the last one partial), into a bf16 out.
   check_case({kBlockwiseAct, kBlockwiseWeight, 33, 20, 1100, DType::bf16, 1.5f, 0.5f}, cpu);
   check_case({kNvfp4, kMxfp4, 17, 33, 160, DType::bf16, 2.0f, 1.0f}, cpu);

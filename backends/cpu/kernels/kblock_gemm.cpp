@@ -7,16 +7,17 @@
 //
 // Algorithm. b's codes are decoded once into panels packed as pairs: panel p holds rows [p NR,
 // (p + 1) NR) of b (zeros past N) as Kp / 2 pairs x NR columns x 2, so one 64-byte load is pair q
-// of 32 rows. Each thread takes whole MR-row tiles of a, decodes a tile's rows (row stride Kp)
-// into its own buffer, which stays in L1, and runs them across every panel: for each K block the
-// tile's products go into 24 registers, pair by pair (vdpbf16ps: each product of two bf16 values
-// exact in FP32, summed in FP32 in K order), and are then promoted into the tile's FP32
-// accumulator, c += (alpha s_a(i) s_b(n)) * T(i, n), block after block, the first block starting
-// from beta * out (from 0 without reading c when beta is 0); the last block's sums are rounded to
-// out's dtype and stored from the registers. These are the promotions of qmatmul.cpp's oneDNN
-// route, in the same order (oneDNN may order a block's own sums otherwise), without its FP32
-// tiles of T in memory and the pass that rescales them. The scales: s_a (M x J, alpha folded in)
-// and s_b (J x P NR, zeros past N).
+// of 32 rows (one-byte codes are arranged so as codes, a chunk at a time, and decoded in place).
+// Each thread takes whole MR-row tiles of a, decodes a tile's rows (row stride Kp) into its own
+// buffer, which stays in L1, and runs them across every panel: for each K block the tile's products
+// go into 24 registers, pair by pair (vdpbf16ps: each product of two bf16 values exact in FP32,
+// summed in FP32 in K order), and are then promoted into the tile's FP32 accumulator, c += (alpha
+// s_a(i) s_b(n)) * T(i, n), block after block, the first block starting from beta * out read by the
+// tile itself (from 0, out not read, when beta is 0); the last block's sums are rounded to out's
+// dtype and stored from the registers. These are the promotions of qmatmul.cpp's oneDNN route, in
+// the same order (oneDNN may order a block's own sums otherwise), without its FP32 tiles of T in
+// memory and the pass that rescales them. The scales: s_a (M x J, alpha folded in) and s_b (J x P
+// NR, zeros past N).
 #include "backends/cpu/kernels/kblock_gemm.h"
 
 #include <immintrin.h>
@@ -27,10 +28,11 @@
 #include <memory>
 #include <utility>
 
-#include "backends/cpu/kernels/cpu_floats.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/scratch.h"
 #include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/half_float.h"
 
 namespace h2::cpu {
 namespace {
@@ -48,12 +50,28 @@ struct Geometry {
 };
 
 // Where a tile's rows go: out's f32 or bf16 row-major (M, N) storage at row i0, column n0, w
-// columns of the tile's kNR valid.
+// columns of the tile's kNR valid; out's own values times beta are where the sums start (not
+// read where beta is 0).
 struct TileOut {
   float* f32;
   uint16_t* bf16;  // bits; rounded to nearest even as f32_to_bf16 does
   int64_t ld, w;
+  float beta;
 };
+
+// beta times 16 values of out's row r from column `half` * 16 on (those of `mask`; 0 elsewhere),
+// as FP32: what the first K block's promotion adds to.
+H2_AVX512_BF16 inline __m512 scaled_out(const TileOut& out, int r, int half, __mmask16 mask) {
+  const int64_t at = r * out.ld + half * 16;
+  const __m512 x =
+      out.f32 != nullptr
+          ? _mm512_maskz_loadu_ps(mask, out.f32 + at)
+          : _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
+                kAll,
+                _mm512_maskz_cvtepu16_epi32(kAll, _mm256_maskz_loadu_epi16(mask, out.bf16 + at)),
+                16));
+  return _mm512_mul_ps(_mm512_set1_ps(out.beta), x);
+}
 
 // Stores 16 floats (those of `mask`) as bf16 bits: round to nearest even, NaN made quiet, as
 // f32_to_bf16. (Not FloatOut::commit, f32_to_bf16's loop: writing the tiles through it made the
@@ -86,12 +104,11 @@ H2_AVX512_BF16 inline void store_bf16_pair(uint16_t* dst, __m512 lo, __m512 hi, 
 }
 
 // One out tile: R rows of a (row stride lda) against panel `panel` of b, over every K block.
-// c: R x kNR floats, holding beta * out on entry where `c_in` (else its contents are ignored); the
+// c: R x kNR floats, the running sums between K blocks (its contents on entry are ignored); the
 // promoted sums are stored to `out`.
 template <int R>
 H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, const uint16_t* panel,
-                         const float* sa, const float* sb, float* c, bool c_in,
-                         const TileOut& out) {
+                         const float* sa, const float* sb, float* c, const TileOut& out) {
   const __mmask16 m0 = out.w >= 16 ? 0xffff : __mmask16((1u << out.w) - 1);
   const __mmask16 m1 = out.w >= 32 ? 0xffff : out.w <= 16 ? 0 : __mmask16((1u << (out.w - 16)) - 1);
   for (int64_t j = 0; j < g.J; ++j) {
@@ -116,7 +133,7 @@ H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, cons
     // so that a zero keeps its sign as before) or beta * out; the last block's result goes out.
     const __m512 sb0 = _mm512_loadu_ps(sb + j * g.P * kNR);
     const __m512 sb1 = _mm512_loadu_ps(sb + j * g.P * kNR + 16);
-    const bool from_c = j > 0 || c_in, last = j == g.J - 1;
+    const bool from_c = j > 0, from_out = j == 0 && out.beta != 0, last = j == g.J - 1;
     // (Unrolled, so that the accumulators stay in registers: rolled, GCC stored all 24 to the
     // stack to index them, and the promotion cost 3-5% of the qmatmuls.)
 #pragma GCC unroll 12
@@ -124,9 +141,13 @@ H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, cons
       const __m512 s = _mm512_set1_ps(sa[r * g.J + j]);
       float* cr = c + r * kNR;
       const __m512 c0 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb0), acc[r][0],
-                                        from_c ? _mm512_loadu_ps(cr) : _mm512_setzero_ps());
+                                        from_c     ? _mm512_loadu_ps(cr)
+                                        : from_out ? scaled_out(out, r, 0, m0)
+                                                   : _mm512_setzero_ps());
       const __m512 c1 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb1), acc[r][1],
-                                        from_c ? _mm512_loadu_ps(cr + 16) : _mm512_setzero_ps());
+                                        from_c     ? _mm512_loadu_ps(cr + 16)
+                                        : from_out ? scaled_out(out, r, 1, m1)
+                                                   : _mm512_setzero_ps());
       if (!last) {
         _mm512_storeu_ps(cr, c0);
         _mm512_storeu_ps(cr + 16, c1);
@@ -141,7 +162,7 @@ H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, cons
 }
 
 using TileFn = void (*)(const Geometry&, const uint16_t*, int64_t, const uint16_t*, const float*,
-                        const float*, float*, bool, const TileOut&);
+                        const float*, float*, const TileOut&);
 template <int... I>
 constexpr std::array<TileFn, kMR> tile_table(std::integer_sequence<int, I...>) {
   return {&tile<I + 1>...};
@@ -299,14 +320,26 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
     for (int64_t n = 0; n < g.P * kNR; ++n)
       sb.data()[j * g.P * kNR + n] = n < g.N ? b.scale(n / b.block_rows(), j) : 0.0f;
 
-  const FloatIn out_in(args.out, "qmatmul", "out");
   const bool f32_out = args.out.dtype() == DType::f32;
+  H2_CHECK(f32_out || args.out.dtype() == DType::bf16,
+           "cpu qmatmul: kblock_gemm writes f32 or "
+           "bf16, not {}",
+           dtype_name(args.out.dtype()));
+  const size_t out_bytes = f32_out ? sizeof(float) : sizeof(uint16_t);
+  // Prefetches the rows of out that the tile at (i0, n0) starts from (beta != 0), while the tile
+  // before it computes: read cold by the tile's first promotion, they were half of the time
+  // outside the tiles.
+  auto prefetch_out = [&](int64_t i0, int64_t n0) {
+    const char* at = static_cast<const char*>(args.out.data()) + size_t(i0 * g.N + n0) * out_bytes;
+    for (int64_t r = 0; r < std::min<int64_t>(kMR, g.M - i0); ++r)
+      for (size_t b = 0; b < size_t(kNR) * out_bytes; b += 64)
+        __builtin_prefetch(at + size_t(r * g.N) * out_bytes + b);
+  };
   parallel_for(ceil_div(g.M, kMR), kMR * g.N * g.K, [&](int64_t t0, int64_t t1) {
     // This thread's decoded tile of a (kMR x Kp) and its rows' scales (kMR x J, alpha folded in).
     const std::unique_ptr<uint16_t[]> a16(new uint16_t[size_t(kMR * g.Kp)]);
     const std::unique_ptr<float[]> sa(new float[size_t(kMR * g.J)]);
     alignas(64) float c[kMR * kNR];
-    float prev[kNR];
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = t * kMR, rows = std::min<int64_t>(kMR, g.M - i0);
       if (g.Kp == g.K) {
@@ -325,24 +358,17 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
         const TileOut out{.f32 = f32_out ? args.out.data_as<float>() + at : nullptr,
                           .bf16 = f32_out ? nullptr : &args.out.data_as<bf16_t>()[at].bits,
                           .ld = g.N,
-                          .w = std::min(kNR, g.N - n0)};
-        if (args.beta != 0) {
-          // The next panel's rows of out, fetched while this tile computes: read here cold,
-          // they were half of this loop's time outside the tiles.
+                          .w = std::min(kNR, g.N - n0),
+                          .beta = args.beta};
+        if (args.beta != 0) {  // the next tile's rows of out: the next panel, or the next rows'
           if (p + 1 < g.P) {
-            const size_t bytes = f32_out ? sizeof(float) : sizeof(uint16_t);
-            const char* next = static_cast<const char*>(args.out.data()) + (at + kNR) * bytes;
-            for (int64_t r = 0; r < rows; ++r)
-              for (size_t b = 0; b < size_t(kNR) * bytes; b += 64)
-                __builtin_prefetch(next + size_t(r * g.N) * bytes + b);
-          }
-          for (int64_t r = 0; r < rows; ++r) {
-            const float* x = out_in.read(at + r * g.N, out.w, prev);
-            for (int64_t n = 0; n < out.w; ++n) c[r * kNR + n] = args.beta * x[n];
+            prefetch_out(i0, n0 + kNR);
+          } else if (t + 1 < t1) {
+            prefetch_out(i0 + kMR, 0);
           }
         }
         kTiles[size_t(rows - 1)](g, a16.get(), g.Kp, packed.data() + p * (g.Kp / 2) * kNR * 2,
-                                 sa.get(), sb.data() + n0, c, args.beta != 0, out);
+                                 sa.get(), sb.data() + n0, c, out);
       }
     }
   });
