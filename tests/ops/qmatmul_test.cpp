@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernels/quant_operand.h"
 #include "backends/vchip/vchip_backend.h"
 #include "core/error.h"
 #include "core/half_float.h"
@@ -185,6 +186,40 @@ TEST(Qmatmul, PanelsOfMoreThan2048Rows) {
   check_case({kMxE4m3, kMxE4m3, 2100, 40, 64}, cpu);                          // two M panels
   check_case({kMxE4m3, kNvfp4, 24, 2100, 64, DType::bf16, 1.0f, 0.5f}, cpu);  // two N panels
   check_case({kBlockwiseAct, kBlockwiseWeight, 2100, 40, 256, DType::bf16, 1.0f, 0.5f}, cpu);
+}
+
+// A causal attention's dq is exactly 0 on the first row of every sequence, so an MX-quantized dy
+// has blocks of zeros, whose amax of 0 gives E8M0's smallest scale, 2^-127. The exact bf16 route
+// still takes them (any scale times 0 is 0), where before the whole GEMM fell back to FP32
+// (4 of an mxfp8 step's GEMMs, at twice the time); not a block of tiny nonzero values, whose
+// products with a scale below 2^-100 may leave bf16's normal range.
+TEST(Qmatmul, MxBlocksOfZerosStillFoldToBf16) {
+  Device& cpu = lowp_runtime().cpu();
+  const int64_t M = 6, N = 5, K = 64;
+  std::mt19937_64 rng(7);
+  const std::vector<float> av = spread_values(rng, M * K), bv = spread_values(rng, N * K);
+  for (const QuantSpec& s : {kMxE4m3, kMxfp4}) {
+    SCOPED_TRACE(lowp::describe(s));
+    std::vector<float> zeros = av;  // row 1: +0 and -0
+    for (int64_t k = 0; k < K; ++k) zeros[size_t(K + k)] = k % 2 == 0 ? 0.0f : -0.0f;
+    const lowp::QTensor a = quantize_values(cpu, zeros, M, K, s);
+    const lowp::QTensor b = quantize_values(cpu, bv, N, K, s);
+    EXPECT_TRUE(cpu::QuantOperand(a).folds_to_bf16(M));
+    Tensor out =
+        tensor_from_floats(std::vector<float>(size_t(M * N), 0.0f), {M, N}, DType::f32, cpu);
+    ops::qmatmul({.out = out, .a = a, .b = b});
+    const RefGemm ref = reference_gemm(dequantize(to_host(a)), dequantize(to_host(b)),
+                                       std::vector<double>(size_t(M * N), 0.0), M, N, K, 1, 0);
+    const std::vector<float> got = tensor_to_floats(out);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_LE(std::fabs(got[i] - ref.out[i]), 1e-5 * ref.magnitude[i]) << "element " << i;
+
+    // Row 1's first block: amax 1e-35, a scale code below 27, nonzero in odd columns only
+    // (E2M1's high nibbles).
+    std::vector<float> tiny = av;
+    for (int64_t k = 0; k < 32; ++k) tiny[size_t(K + k)] = k % 2 == 1 ? 1e-35f : 0.0f;
+    EXPECT_FALSE(cpu::QuantOperand(quantize_values(cpu, tiny, M, K, s)).folds_to_bf16(M));
+  }
 }
 
 TEST(Qmatmul, EmptyReductionScalesOut) {

@@ -76,16 +76,19 @@ class QuantOperand {
   // every local value a bf16 number. It exists when the block scales fold into the elements
   // without rounding: a per-tensor FP32 scale (local = the code's value, at most 4 significant
   // bits; factor = the scale), E8M0 scales (local = value * 2^e, as long as every block's 2^e
-  // keeps the values normal bf16 numbers: >= 2^-100 here), NVFP4 (local = E2M1 value * E4M3
-  // scale, at most 2 + 4 significant bits; factor = the global scale). Not for FP32 block scales
-  // along K (fp8_blockwise): their product with a code has up to 28 significant bits.
+  // keeps the values normal bf16 numbers: >= 2^-100 here, or the block is all zeros, whose
+  // amax of 0 gives the smallest scale, 2^-127), NVFP4 (local = E2M1 value * E4M3 scale, at most
+  // 2 + 4 significant bits; factor = the global scale). Not for FP32 block scales along K
+  // (fp8_blockwise): their product with a code has up to 28 significant bits.
   bool folds_to_bf16(int64_t rows) const {
     if (rule_ == ScaleRule::f32_amax) return br_ >= rows && bc_ >= K_;  // one block
     if (rule_ == ScaleRule::nvfp4) return true;
     const int64_t blocks = (rows + br_ - 1) / br_ * GC_;  // E8M0
     const auto* codes = static_cast<const uint8_t*>(scales_);
-    for (int64_t i = 0; i < blocks; ++i)
-      if (codes[i] < 27 || codes[i] == 0xFF) return false;  // below 2^-100, or NaN
+    for (int64_t i = 0; i < blocks; ++i) {
+      if (codes[i] == 0xFF) return false;                                         // NaN
+      if (codes[i] < 27 && !block_is_zero(i / GC_, i % GC_, rows)) return false;  // < 2^-100
+    }
     return true;
   }
   float bf16_factor() const {
@@ -158,6 +161,23 @@ class QuantOperand {
   }
 
  private:
+  // Whether every element of block (rb, cb) of the first `rows` rows is +0 or -0.
+  bool block_is_zero(int64_t rb, int64_t cb, int64_t rows) const {
+    const int64_t k0 = cb * bc_, k1 = std::min(K_, k0 + bc_);
+    for (int64_t r = rb * br_; r < std::min(rows, (rb + 1) * br_); ++r) {
+      if (element_ == Format::e2m1) {  // k0 and k1 even: whole bytes, two nibbles each
+        const uint8_t* c = row_codes(r, k0);
+        for (int64_t j = 0; j < (k1 - k0) / 2; ++j)
+          if ((c[j] & 0x77) != 0) return false;  // each nibble's magnitude
+      } else {
+        const uint8_t* c = row_codes(r, k0);
+        for (int64_t k = 0; k < k1 - k0; ++k)
+          if ((c[k] & 0x7f) != 0) return false;
+      }
+    }
+    return true;
+  }
+
   // local[i * GC + c] = local_scale of row r + i's block c, for i < n (n * GC <= kScaleChunk;
   // E8M0 or NVFP4). NVFP4's one-row blocks have their E4M3 scale codes back to back: decoded as
   // one batch (exact in bf16, then widened), where a lookup per block with a division per row
