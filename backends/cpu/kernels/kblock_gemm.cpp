@@ -5,19 +5,19 @@
 // bf16 pairs along K (a zero pads an odd K). Tiles of out are MR x NR (12 x 32: 24 accumulator
 // registers, two of b's vectors and a broadcast of a's pair); P = ceil(N / NR) panels of b.
 //
-// Algorithm. b's codes are decoded once into panels packed as pairs: panel p holds rows [p NR,
-// (p + 1) NR) of b (zeros past N) as Kp / 2 pairs x NR columns x 2, so one 64-byte load is pair q
-// of 32 rows (one-byte codes are arranged so as codes, a chunk at a time, and decoded in place).
-// Each thread takes whole MR-row tiles of a, decodes a tile's rows (row stride Kp) into its own
-// buffer, which stays in L1, and runs them across every panel: for each K block the tile's products
-// go into 24 registers, pair by pair (vdpbf16ps: each product of two bf16 values exact in FP32,
-// summed in FP32 in K order), and are then promoted into the tile's FP32 accumulator, c += (alpha
-// s_a(i) s_b(n)) * T(i, n), block after block, the first block starting from beta * out read by the
-// tile itself (from 0, out not read, when beta is 0); the last block's sums are rounded to out's
-// dtype and stored from the registers. These are the promotions of qmatmul.cpp's oneDNN route, in
-// the same order (oneDNN may order a block's own sums otherwise), without its FP32 tiles of T in
-// memory and the pass that rescales them. The scales: s_a (M x J, alpha folded in) and s_b (J x P
-// NR, zeros past N).
+// Algorithm. b's codes are decoded once into panels packed as pairs: panel p holds rows
+// [p NR, (p + 1) NR) of b (zeros past N) as Kp / 2 pairs x NR columns x 2, so one 64-byte load is
+// pair q of 32 rows (one-byte codes are put in this order as codes, a chunk at a time, then decoded
+// in place). Each thread takes an equal run of a's rows in tiles of MR from its first, decodes a
+// tile's rows (row stride Kp) into its own buffer, which stays in L1, and runs them across every
+// panel: for each K block the tile's products go into 24 registers, pair by pair (vdpbf16ps: each
+// product of two bf16 values exact in FP32, summed in FP32 in K order), and are then promoted into
+// the tile's FP32 accumulator, c += (alpha s_a(i) s_b(n)) * T(i, n), block after block, the first
+// block starting from beta * out read by the tile itself (from 0, out not read, when beta is 0);
+// the last block's sums are rounded to out's dtype and stored from the registers. These are the
+// promotions of qmatmul.cpp's oneDNN route, in the same order (oneDNN may order a block's own sums
+// otherwise), without its FP32 tiles of T in memory and the pass that rescales them. The scales:
+// s_a (M x J, alpha folded in) and s_b (J x P NR, zeros past N).
 #include "backends/cpu/kernels/kblock_gemm.h"
 
 #include <immintrin.h>
@@ -322,13 +322,11 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
 
   const bool f32_out = args.out.dtype() == DType::f32;
   H2_CHECK(f32_out || args.out.dtype() == DType::bf16,
-           "cpu qmatmul: kblock_gemm writes f32 or "
-           "bf16, not {}",
-           dtype_name(args.out.dtype()));
+           "cpu qmatmul: kblock_gemm writes f32 or bf16, not {}", dtype_name(args.out.dtype()));
   const size_t out_bytes = f32_out ? sizeof(float) : sizeof(uint16_t);
-  // Prefetches the rows of out that the tile at (i0, n0) starts from (beta != 0), while the tile
-  // before it computes: read cold by the tile's first promotion, they were half of the time
-  // outside the tiles.
+  // Prefetches the `rows` rows of out that the tile at (i0, n0) starts from (beta != 0), while
+  // the tile before it computes: read cold by the tile's first promotion, they were half of the
+  // time outside the tiles.
   auto prefetch_out = [&](int64_t i0, int64_t n0, int64_t rows) {
     const char* at = static_cast<const char*>(args.out.data()) + size_t(i0 * g.N + n0) * out_bytes;
     for (int64_t r = 0; r < rows; ++r)
