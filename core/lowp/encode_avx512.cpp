@@ -65,13 +65,17 @@ constexpr __mmask8 kAll8 = 0xff;
 // A vector the compiler must keep in its register: GCC 12 otherwise rebuilds some of the loop's
 // constants (those it rewrites, such as a subtraction turned into the addition of a negated
 // constant) from a general register on every step, a broadcast each.
+// (kPin false: an ordinary constant, which the compiler drops where nothing uses it.)
+template <bool kPin = true>
 [[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i pinned(__m512i v) {
-  asm("" : "+v"(v));
+  if constexpr (kPin) asm("" : "+v"(v));
   return v;
 }
 
-// The per-format constants of the rounding and finishing steps, built once before a loop.
-template <class F>
+// The per-format constants of the rounding and finishing steps, built once before a loop: those
+// of round to nearest even where kNearest, of stochastic rounding where kStochastic (a pinned
+// constant is built even where the loop never reads it).
+template <class F, bool kNearest = true, bool kStochastic = true>
 struct Constants {
   static constexpr uint32_t kDrop = 23 - F::kMantissaBits;  // FP32 mantissa bits dropped
   static constexpr uint32_t kNormalBias = (127u - F::kBias) << F::kMantissaBits;
@@ -82,13 +86,13 @@ struct Constants {
   __m512i one = pinned(splat(1));
   // Round half up, less the exponent rebias moved above the dropped bits: (abs + this + odd) >>
   // kDrop is the rebiased code wherever abs is at least the smallest normal (no borrow there).
-  __m512i rne_addend = pinned(splat((1u << (kDrop - 1)) - 1u - (kNormalBias << kDrop)));
-  __m512i normal_bias = pinned(splat(kNormalBias));
-  __m512i magic = pinned(splat(kMagicBits));
+  __m512i rne_addend = pinned<kNearest>(splat((1u << (kDrop - 1)) - 1u - (kNormalBias << kDrop)));
+  __m512i normal_bias = pinned<kStochastic>(splat(kNormalBias));
+  __m512i magic = pinned<kNearest>(splat(kMagicBits));
   __m512i min_normal = pinned(splat(kMinNormalBits));
-  __m512i overflow = pinned(splat(F::kOverflowBits));
-  __m512i overflow_span = pinned(splat(kF32InfBits - F::kOverflowBits));
-  __m512i max_magnitude = pinned(splat(F::kMaxMagnitude));
+  __m512i overflow = pinned<kStochastic>(splat(F::kOverflowBits));
+  __m512i overflow_span = pinned<kStochastic>(splat(kF32InfBits - F::kOverflowBits));
+  __m512i max_magnitude = pinned<kNearest>(splat(F::kMaxMagnitude));
   __m512i nan_code = pinned(splat(F::kNaNCode));
   __m512i sign_bit = pinned(splat(1u << (F::kBits - 1)));
   __m512i too_large;
@@ -97,9 +101,10 @@ struct Constants {
 };
 
 // Round to nearest even: encode_rne_batch's magnitude (code without sign and overflow rule).
-template <class F>
+template <class F, bool N, bool S>
 [[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i rne_magnitude(__m512i abs,
-                                                                      const Constants<F>& k) {
+                                                                      const Constants<F, N, S>& k) {
+  static_assert(N, "round to nearest even needs its constants");
   constexpr uint32_t kDrop = Constants<F>::kDrop;
   const __m512i odd = _mm512_and_si512(srl32(abs, kDrop), k.one);
   const __m512i normal = srl32(_mm512_add_epi32(_mm512_add_epi32(abs, k.rne_addend), odd), kDrop);
@@ -111,9 +116,10 @@ template <class F>
 // Stochastic rounding: encode_stochastic_batch's magnitude. The fraction's 32-bit threshold is
 // one unsigned conversion here (AVX-512 has it; frac * 2^32 is exact and below 2^32), the same
 // whole number as the portable code's two 16-bit steps.
-template <class F>
+template <class F, bool N, bool S>
 [[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i stochastic_magnitude(
-    __m512i abs, __m512i random, const Constants<F>& k) {
+    __m512i abs, __m512i random, const Constants<F, N, S>& k) {
+  static_assert(S, "stochastic rounding needs its constants");
   constexpr uint32_t kDrop = Constants<F>::kDrop;
   const __m512i normal = _mm512_sub_epi32(
       srl32(_mm512_add_epi32(abs, srl32(random, 32 - kDrop)), kDrop), k.normal_bias);
@@ -138,10 +144,10 @@ template <class F>
 // sign, merged by one ternary-logic operation (code | (shifted & sign_bit)). E2M1's NaN code is
 // its too_large either way, so its NaN lanes are already coded, less the sign. number: the lanes
 // that are not NaN.
-template <class F>
+template <class F, bool N, bool S>
 [[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i finish(__m512i bits, __mmask16 number,
                                                                __m512i magnitude,
-                                                               const Constants<F>& k) {
+                                                               const Constants<F, N, S>& k) {
   static_assert(F::kStandardOverflow == F::kMaxMagnitude ||
                 F::kStandardOverflow == F::kMaxMagnitude + 1);
   constexpr int kOrAnd = 0xf8;  // A | (B & C)
@@ -219,7 +225,7 @@ template <class F, bool kStochastic, bool kBf16, bool kPerValue>
   uint8_t* const out = run.out;
   const float* const per_value = run.multipliers;
   const bool track_amax = run.track_amax;
-  const Constants<F> k(run.saturate);
+  const Constants<F, !kStochastic, kStochastic> k(run.saturate);
   // One multiplier per block: the next block's, the current one and how many of the current
   // block's values are left from this step on.
   const float* next_multiplier = run.multipliers != nullptr ? run.multipliers : &run.multiplier;
