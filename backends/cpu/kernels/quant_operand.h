@@ -164,16 +164,14 @@ class QuantOperand {
   // Whether every element of block (rb, cb) of the first `rows` rows is +0 or -0.
   bool block_is_zero(int64_t rb, int64_t cb, int64_t rows) const {
     const int64_t k0 = cb * bc_, k1 = std::min(K_, k0 + bc_);
+    // E2M1: k0 and k1 are even, so whole bytes of two codes, each nibble's magnitude tested.
+    const bool nibbles = element_ == Format::e2m1;
+    const int64_t bytes = nibbles ? (k1 - k0) / 2 : k1 - k0;
+    const uint8_t magnitude = nibbles ? 0x77 : 0x7f;
     for (int64_t r = rb * br_; r < std::min(rows, (rb + 1) * br_); ++r) {
-      if (element_ == Format::e2m1) {  // k0 and k1 even: whole bytes, two nibbles each
-        const uint8_t* c = row_codes(r, k0);
-        for (int64_t j = 0; j < (k1 - k0) / 2; ++j)
-          if ((c[j] & 0x77) != 0) return false;  // each nibble's magnitude
-      } else {
-        const uint8_t* c = row_codes(r, k0);
-        for (int64_t k = 0; k < k1 - k0; ++k)
-          if ((c[k] & 0x7f) != 0) return false;
-      }
+      const uint8_t* c = row_codes(r, k0);
+      for (int64_t j = 0; j < bytes; ++j)
+        if ((c[j] & magnitude) != 0) return false;
     }
     return true;
   }
