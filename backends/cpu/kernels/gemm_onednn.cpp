@@ -17,10 +17,10 @@ using dnnl::memory;
 
 constexpr size_t kMaxPrimitives = 512;  // kept primitives per device, a few KB each
 
-// Everything a primitive is made for. alpha is given at run time (a runtime output scale), so
-// only whether there is one is part of the key: an FP8 GEMM's alpha carries its operands'
-// per-tensor scales and changes with every call, and a primitive made per value (its kernel
-// JIT-compiled, about 600 times per fp8_current step of numerics-256) cost more than the
+// Everything a primitive is made for. alpha is given at run time (alpha_desc's one-element
+// tensor), so only whether there is one is part of the key: an FP8 GEMM's alpha carries its
+// operands' per-tensor scales and changes with every call, and a primitive made per value (its
+// kernel JIT-compiled, about 600 times per fp8_current step of numerics-256) cost more than the
 // multiply. oneDNN 2.x fixes the sum's factor at creation, so beta is (it is 0 or 1 in practice).
 struct Key {
   GemmDims dims;
@@ -71,6 +71,13 @@ memory::desc matrix_desc(int64_t batch, int64_t rows, int64_t cols, bool stored_
   return memory::desc({batch, rows, cols}, onednn_type(dtype), strides);
 }
 
+// alpha as the second operand of a binary multiply post-op: one f32, broadcast over out. (Not a
+// runtime output scale, with which oneDNN 2.6 leaves its brgemm kernels for gemm:jit: 4-9% slower
+// on nvfp4's and fp8_current's forward and dgrad GEMMs, whose alpha carries the global scales.)
+memory::desc alpha_desc() {
+  return memory::desc({1, 1, 1}, memory::data_type::f32, memory::format_tag::abc);
+}
+
 struct Descs {
   memory::desc a, b, c;
 };
@@ -92,12 +99,10 @@ struct OneDnnGemm::Impl {
   dnnl::matmul make(const Key& key) const {
     const Descs m = descs(key);
     dnnl::primitive_attr attr;
-    if (key.scaled) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
-    if (key.beta != 0.0f) {
-      dnnl::post_ops sum;
-      sum.append_sum(key.beta);
-      attr.set_post_ops(sum);
-    }
+    dnnl::post_ops ops;
+    if (key.scaled) ops.append_binary(dnnl::algorithm::binary_mul, alpha_desc());
+    if (key.beta != 0.0f) ops.append_sum(key.beta);
+    attr.set_post_ops(ops);
     return dnnl::matmul(
         dnnl::matmul::primitive_desc(dnnl::matmul::desc(m.a, m.b, m.c), attr, engine));
   }
@@ -146,9 +151,8 @@ void OneDnnGemm::run(const GemmCall& call, const void* a, const void* b, void* o
         {DNNL_ARG_DST, memory(m.c, impl_->engine, out)}};
     float alpha = call.alpha;
     if (key.scaled)
-      args.emplace(
-          DNNL_ARG_ATTR_OUTPUT_SCALES,
-          memory({{1}, memory::data_type::f32, memory::format_tag::x}, impl_->engine, &alpha));
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                   memory(alpha_desc(), impl_->engine, &alpha));
     matmul.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
