@@ -206,21 +206,21 @@ H2_AVX512_BF16 void transpose16x16(const uint32_t* src, int64_t src_ld, uint32_t
   for (int j = 0; j < 16; ++j) _mm512_storeu_si512(dst + j * dst_ld, r[j]);
 }
 
-// Codes [k, k + 64) of a panel's 32 rows of one-byte codes (row stride ld; rows past n read as
+// Codes [k, k + 64) of a panel's 32 rows of one-byte codes (K per row; rows past n read as
 // code 0, which is +0 in E4M3 and E5M2; codes past K as well, and their pairs not stored) in
 // pack_b's pair layout: dst[(q * kNR + i) * 2 + e] = code (i, k + 2 q + e), 64 bytes per pair q.
 // Each half of the rows is transposed as 32-bit words (four codes, two pairs, per word), then
 // one permute per pair takes its 16-bit halves from both: the even ones are pair 2 w of word w,
 // the odd ones pair 2 w + 1.
-H2_AVX512_BF16 void pack_code_pairs(const uint8_t* codes, int64_t ld, int64_t n, int64_t k,
-                                    int64_t K, uint8_t* dst) {
+H2_AVX512_BF16 void pack_code_pairs(const uint8_t* codes, int64_t K, int64_t n, int64_t k,
+                                    uint8_t* dst) {
   const int64_t left = K - k;  // even: pack_b takes this path for an even K only
   const __mmask64 columns = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
   __m512i lo[16], hi[16];
   for (int i = 0; i < 16; ++i) {
-    lo[i] = _mm512_maskz_loadu_epi8(i < n ? columns : 0, codes + (i < n ? i : 0) * ld + k);
+    lo[i] = _mm512_maskz_loadu_epi8(i < n ? columns : 0, codes + (i < n ? i : 0) * K + k);
     hi[i] = _mm512_maskz_loadu_epi8(i + 16 < n ? columns : 0,
-                                    codes + (i + 16 < n ? i + 16 : 0) * ld + k);
+                                    codes + (i + 16 < n ? i + 16 : 0) * K + k);
   }
   transpose_registers16x16(lo);
   transpose_registers16x16(hi);
@@ -257,7 +257,7 @@ void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
         for (int64_t k0 = 0; k0 < g.K; k0 += kChunk) {
           const int64_t len = std::min(kChunk, g.K - k0);
           for (int64_t k = k0; k < k0 + len; k += 64)
-            pack_code_pairs(b.row_codes(n0, 0), g.K, n, k, g.K, pairs + (k - k0) * kNR);
+            pack_code_pairs(b.row_codes(n0, 0), g.K, n, k, pairs + (k - k0) * kNR);
           b.decode_codes_bf16(pairs, len * kNR, dst + k0 * kNR);
         }
       }

@@ -133,11 +133,11 @@ class QuantOperand {
   // exact, since every E4M3, E5M2 and E2M1 value is a bf16 number; one call over the contiguous
   // codes. qmatmul's K-block path applies the FP32 block scales to each K block's product.
   void decode_codes_bf16_rows(int64_t r0, int64_t rows, uint16_t* dst) const {
-    lowp::decode_bf16_n(element_, row_codes(r0, 0), rows * K_, rows * K_, nullptr, dst);
+    decode_codes_bf16(row_codes(r0, 0), rows * K_, dst);
   }
 
-  // n one-byte codes (E4M3, E5M2) in any arrangement as bf16 bits, without any scale (exact):
-  // the K-block path's packed panels, rearranged as codes first.
+  // n codes in any arrangement as bf16 bits, without any scale (exact): rows of codes, or the
+  // K-block path's packed panels of one-byte codes, rearranged as codes first.
   void decode_codes_bf16(const uint8_t* codes, int64_t n, uint16_t* dst) const {
     lowp::decode_bf16_n(element_, codes, n, n, nullptr, dst);
   }
