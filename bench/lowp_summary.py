@@ -46,7 +46,9 @@ def main():
         paths = sorted(glob.glob(f"{out}/{name}.*.jsonl"))
         runs = [step_ms(j, warm) for j in paths]
         if runs:
-            per_round = {round_of(j): statistics.median(times) for j, (times, _) in zip(paths, runs)}
+            per_round = {
+                round_of(j): statistics.median(times) for j, (times, _) in zip(paths, runs)
+            }
             median = statistics.median(per_round.values())
             fast = min(times[int(FAST_PERCENTILE * len(times))] for times, _ in runs)
             rows[name] = (median, fast, runs[0][1], len(runs), per_round)
