@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Step time of low-precision training on the CPU (docs/performance.md, "Low-precision step
-# time"): configs/train/numerics-256.yaml (dim 256, 4 blocks, 1,024 tokens per step) in FP32, in
-# BF16, and with each recipe below on BF16 activations, alternating runs, ROUNDS of each, median
-# step time over the steps after the warm-up (per-step metrics lines, log.every=1), then the
-# median over runs, the fast-mode step, the least of the runs' 10th percentiles, and the paired
-# ratio, the median over rounds of each round's ratio to bf16 (bench/lowp_summary.py). The
-# FP8/FP4 GEMMs are emulated on the CPU (quantize, then decode tiles into an FP32 sgemm, or into
-# exact bf16 GEMMs, one or one per K block, where the scales allow it: docs/numerics.md), so this
-# measures what emulation costs, not what an FP8 tensor core gains. The peer, PyTorch at the same shape (bench/train_peer_torch.py, random tokens,
-# FP32 and BF16 autocast, 2 threads), runs in the same rounds. Each run starts on a quiet machine
-# (bench/quiet_machine.sh).
+# Step time of low-precision training on the CPU (docs/performance.md, "Low-precision step time"):
+# configs/train/numerics-256.yaml (dim 256, 4 blocks, 1,024 tokens per step) in FP32, in BF16, and
+# with each recipe below on BF16 activations, alternating runs, ROUNDS of each, median step time
+# over the steps after the warm-up (per-step metrics lines, log.every=1), then the median over runs,
+# the fast-mode step, the least of the runs' 10th percentiles, and the paired ratio, the median over
+# rounds of each round's ratio to bf16 (bench/lowp_summary.py). The FP8/FP4 GEMMs are emulated on
+# the CPU (quantize, then decode tiles into an FP32 sgemm, or into exact bf16 GEMMs, one or one per
+# K block, where the scales allow it: docs/numerics.md), so this measures what emulation costs, not
+# what an FP8 tensor core gains. The peer, PyTorch at the same shape (bench/train_peer_torch.py,
+# random tokens, FP32 and BF16 autocast, 2 threads), runs in the same rounds. Each run starts on a
+# quiet machine (bench/quiet_machine.sh).
 # Usage: bench/lowp_bench.sh [OUT_DIR]   (default build/lowp-bench)
 #   env: ROUNDS (3), H2 (build/bin/h2), PY (.venv-bench/bin/python; empty: no peer), TRIES (10),
 #        BASE (another h2 binary, e.g. a build of the previous commit: each run repeated with it
