@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -21,18 +22,23 @@ Command make_devices_command(CLI::App& parent) {
         auto runtime = create_runtime();
         fmt::print("{:<10} {:<12} {:>12} {:>12} {:>14}  {:<20} {}\n", "device", "memory",
                    "capacity", "bandwidth", "f32 peak", "native FP8/FP4", "name");
+        // The f32 peak MFU divides by: a chip's spec, or the CPU's measured (and cached) GEMM
+        // peak, whose source is listed after the table.
+        std::vector<std::string> peak_sources;
         for (Device* d : runtime->devices()) {
           const DeviceProps& p = d->props();
+          const Device::Peak peak = d->mfu_peak(DType::f32);
+          peak_sources.push_back(fmt::format("{}: {}", d->str(), peak.source));
           std::vector<std::string_view> native;
           for (DType t : {DType::f8e4m3, DType::f8e5m2, DType::f4e2m1})
             if (p.native_gemm(t)) native.push_back(dtype_name(t));
           fmt::print("{:<10} {:<12} {:>9.2f} GiB {:>7.1f} GB/s {:>8.1f} GFLOP/s  {:<20} {}\n",
                      d->str(), d->memory_kind() == MemoryKind::host ? "host" : "device",
-                     double(p.memory_bytes) / (1 << 30), p.memory_bandwidth / 1e9,
-                     p.peak(DType::f32) / 1e9,
+                     double(p.memory_bytes) / (1 << 30), p.memory_bandwidth / 1e9, peak.flops / 1e9,
                      native.empty() ? "none (emulated)" : fmt::format("{}", fmt::join(native, ",")),
                      p.name);
         }
+        fmt::print("\nf32 peaks:\n{}\n", fmt::join(peak_sources, "\n"));
         fmt::print("\nRDMA (libibverbs):\n{}", comm::format_rdma_topology(comm::discover_rdma()));
         return 0;
       }};

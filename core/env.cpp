@@ -29,7 +29,9 @@ constexpr EnvKnob kKnobs[] = {
      "block's sums in registers), onednn (one GEMM per K block, rescaled after), or auto (h2 where "
      "the CPU has AVX512_BF16 and no AMX)"},
     {"H2_CPU_PEAK_GFLOPS", "0",
-     "CPU peak FP32 GFLOP/s for MFU figures; 0 assumes 165 per thread (OpenBLAS SGEMM measured)"},
+     "CPU peak GFLOP/s that MFU figures (of every dtype) and h2 devices use; 0 measures it once "
+     "per CPU, threads and GEMM library (2048^3 GEMMs in the job's dtype), cached in "
+     "h2/cpu_peak.json under $XDG_CACHE_HOME or ~/.cache"},
     {"H2_VCHIP_CONFIG", "",
      "YAML file of virtual chip types to register; empty registers the built-in chips"},
     {"H2_CLUSTER_FILE", "",

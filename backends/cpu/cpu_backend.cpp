@@ -75,9 +75,9 @@ CpuDevice::CpuDevice(const CpuOptions& options)
   int threads = cpu_threads();
   props_.name = fmt::format("{} ({} threads)", cpu_model_name(), threads);
   props_.memory_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE));
-  // Reference figures measured on the 2-core AVX-512 development machine (docs/performance.md):
-  // OpenBLAS SGEMM about 165 GFLOP/s per core, about 40 GB/s memory bandwidth. BF16 is stored
-  // as BF16 but computed in FP32, so it runs at the FP32 rate.
+  // Nominal figures from the first development machine (docs/performance.md): OpenBLAS SGEMM
+  // about 165 GFLOP/s per core, about 40 GB/s memory bandwidth. The peaks' keys say which dtypes
+  // the GEMMs take; MFU and `h2 devices` divide by mfu_peak's figure, measured on this machine.
   double peak = options.peak_gflops > 0 ? options.peak_gflops : 165.0 * threads;
   props_.peak_flops = {
       {DType::f32, peak * 1e9}, {DType::bf16, peak * 1e9}, {DType::f16, peak * 1e9}};

@@ -16,7 +16,7 @@ namespace h2::cpu {
 struct CpuOptions {
   int threads = 0;  // 0: OpenMP's default (every core)
   bool caching_allocator = true;
-  double peak_gflops = 0;  // FP32 peak for MFU figures; 0: 165 per thread (measured SGEMM)
+  double peak_gflops = 0;  // peak for MFU figures; 0: measured once and cached (cpu_peak.h)
   GemmProvider gemm = GemmProvider::onednn;
   bool h2_kblock_gemm = false;  // fp8_blockwise's GEMMs in H2's kernel (kernel_context.h)
   // H2_NUM_THREADS, H2_CPU_ALLOCATOR, H2_CPU_PEAK_GFLOPS, H2_CPU_GEMM, H2_CPU_KBLOCK_GEMM

@@ -111,8 +111,12 @@ if grep -q "^step " dry.log; then echo "--dry-run trained"; exit 1; fi
 H2_NUM_THREADS=1 "$h2" env >env.txt
 grep -Eq "^H2_NUM_THREADS *= '1'" env.txt && grep -q "H2_CHECK_OPS" env.txt ||
   { echo "h2 env: $(head -5 env.txt)"; exit 1; }
-"$h2" devices >devices.txt
-grep -q "cpu:0" devices.txt || { echo "h2 devices: $(cat devices.txt)"; exit 1; }
+# devices shows the peak MFU divides by and says where it came from (here the knob, not the
+# nominal 165 GFLOP/s per thread of the CPU's props).
+H2_CPU_PEAK_GFLOPS=123 "$h2" devices >devices.txt
+grep -Eq "^cpu:0 .* 123\.0 GFLOP/s" devices.txt &&
+  grep -q "^cpu:0: H2_CPU_PEAK_GFLOPS=123$" devices.txt ||
+  { echo "h2 devices: $(cat devices.txt)"; exit 1; }
 "$h2" ops >ops.txt
 grep -q "matmul" ops.txt && grep -q "qmatmul" ops.txt && grep -q "bf16" ops.txt ||
   { echo "h2 ops: $(head -5 ops.txt)"; exit 1; }
