@@ -40,11 +40,12 @@ echo "$warm" >"$out/warmup"
 
 source bench/quiet_machine.sh
 
-declare -A knockouts=([ko-x]="x,xt" [ko-dy]="dy,dyt" [ko-w]="w,wt" [ko-all]="x,xt,dy,dyt,w,wt")
+# Run RECIPE-ko-K reuses the operands knockouts[K] (H2_KNOCKOUT's names).
+declare -A knockouts=([x]="x,xt" [dy]="dy,dyt" [w]="w,wt" [all]="x,xt,dy,dyt,w,wt")
 names=(bf16)
 for recipe in "${recipes[@]}"; do
   names+=("$recipe")
-  for ko in ko-x ko-dy ko-w ko-all; do names+=("$recipe-$ko"); done
+  for ko in x dy w all; do names+=("$recipe-ko-$ko"); done
 done
 for i in $(seq "$rounds"); do
   for name in "${names[@]}"; do
@@ -52,7 +53,7 @@ for i in $(seq "$rounds"); do
     sets=()
     [[ $recipe != bf16 ]] && sets=(--set precision.recipe="$recipe")
     knockout=
-    [[ $name == *-ko-* ]] && knockout=${knockouts[ko-${name##*-ko-}]}
+    [[ $name == *-ko-* ]] && knockout=${knockouts[${name##*-ko-}]}
     quiet_run "$name.$i" "$out/$name.$i.log" "$out/$name.$i.log" env H2_KNOCKOUT="$knockout" \
       "$h2" train configs/train/numerics-256.yaml "${sets[@]}" \
       --set train.steps=$((warm + steps)) --set train.eval_every=0 --set log.every=1 \
