@@ -240,6 +240,17 @@ H2_AVX512_BF16 void pack_code_pairs(const uint8_t* codes, int64_t K, int64_t n, 
   }
 }
 
+// Rows [first, first + rows) of q's code values as bf16 bits, Kp apart: an odd K's rows each
+// padded with a zero.
+void decode_padded_rows(const QuantOperand& q, const Geometry& g, int64_t first, int64_t rows,
+                        uint16_t* dst) {
+  if (g.Kp == g.K) return q.decode_codes_bf16_rows(first, rows, dst);
+  for (int64_t i = 0; i < rows; ++i) {
+    q.decode_codes_bf16_rows(first + i, 1, dst + i * g.Kp);
+    dst[i * g.Kp + g.K] = 0;
+  }
+}
+
 // Panels of b packed as pairs (see the file comment). One-byte codes with an even K: each chunk
 // of a panel's codes rearranged into the pair layout (pack_code_pairs), then decoded in one call
 // into place, so that the rearranged codes and their values stay in L1 (decoding whole rows
@@ -270,14 +281,7 @@ void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
     const std::unique_ptr<uint16_t[]> rows(new uint16_t[size_t(kNR * g.Kp)]);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * kNR, n = std::min(kNR, g.N - n0);
-      if (g.Kp == g.K) {
-        b.decode_codes_bf16_rows(n0, n, rows.get());
-      } else {  // an odd K: each row padded with a zero
-        for (int64_t i = 0; i < n; ++i) {
-          b.decode_codes_bf16_rows(n0 + i, 1, rows.get() + i * g.Kp);
-          rows[size_t(i * g.Kp + g.K)] = 0;
-        }
-      }
+      decode_padded_rows(b, g, n0, n, rows.get());
       std::fill(rows.get() + n * g.Kp, rows.get() + kNR * g.Kp, uint16_t(0));  // rows past N
       auto* dst = reinterpret_cast<uint32_t*>(packed + p * (g.Kp / 2) * kNR * 2);
       const auto* src = reinterpret_cast<const uint32_t*>(rows.get());
@@ -342,14 +346,7 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
     alignas(64) float c[kMR * kNR];
     for (int64_t i0 = r0; i0 < r1; i0 += kMR) {
       const int64_t rows = std::min<int64_t>(kMR, r1 - i0);
-      if (g.Kp == g.K) {
-        a.decode_codes_bf16_rows(i0, rows, a16.get());
-      } else {  // an odd K: each row padded with a zero
-        for (int64_t i = 0; i < rows; ++i) {
-          a.decode_codes_bf16_rows(i0 + i, 1, a16.get() + i * g.Kp);
-          a16[size_t(i * g.Kp + g.K)] = 0;
-        }
-      }
+      decode_padded_rows(a, g, i0, rows, a16.get());
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < g.J; ++j)
           sa[size_t(i * g.J + j)] = args.alpha * a.scale((i0 + i) / a.block_rows(), j);
