@@ -59,11 +59,14 @@ Linear::Linear(Param weight) : w_(std::move(weight)), module_(module_of(w_.name)
 
 void Linear::set_recipe(std::optional<lowp::Recipe> recipe,
                         const lowp::LowPrecisionOptions& options) {
+  // A deferred wgrad keeps dy's codes under the recipe of its backward (see backward).
+  H2_CHECK(pending_.empty(), "Linear {}: recipe changed with {} weight gradients deferred", module_,
+           pending_.size());
   recipe_ = std::move(recipe);
   x_ = weight_ = dy_ = Operand{};
   forward_weight_.reset();
   dgrad_weight_.reset();
-  weight_quantizations_ = 0;
+  weight_quantizations_ = grad_quantizations_ = 0;
   seed_ = name_key(options.seed, module_);  // one stochastic-rounding stream per layer
   backward_count_ = 0;
   if (!recipe_) return;
@@ -174,13 +177,17 @@ void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool 
     ops::matmul({.out = dx, .a = dy, .b = w_.value, .beta = beta});
   } else {  // dgrad: dx (N, I) = dy (N, O) . W^T (I, O)^T, K = O.
     dyq = quantize(dy_, dy, false, recipe_->grad_stochastic, 2 * index);
+    ++grad_quantizations_;
     ops::qmatmul({.out = dx, .a = *dyq, .b = dgrad_weight(), .beta = beta});
-    if (defer_weight_grad_ || !grad_transposes()) dyq.reset();  // not needed through wgrad
+    if (!grad_transposes()) dyq.reset();  // not needed through wgrad
   }
-  if (defer_weight_grad_)
-    pending_.push_back({dy, x, index});
+  if (!defer_weight_grad_) return weight_grad(dy, x, index, shared, dyq ? &*dyq : nullptr);
+  // Deferred: where wgrad transposes dy's codes, the queue keeps them instead of dy, so that
+  // weight_backward does not quantize dy^T again (an amax and an encoding pass).
+  if (dyq)
+    pending_.push_back({.dy = {}, .dy_codes = std::move(dyq), .x = x, .backward_index = index});
   else
-    weight_grad(dy, x, index, shared, dyq ? &*dyq : nullptr);
+    pending_.push_back({.dy = dy, .dy_codes = {}, .x = x, .backward_index = index});
 }
 
 void Linear::weight_backward() {
@@ -188,7 +195,7 @@ void Linear::weight_backward() {
     throw Error("Linear " + module_ + ": weight_backward without a deferred backward");
   const Pending p = std::move(pending_.front());
   pending_.pop_front();
-  weight_grad(p.dy, p.x, p.backward_index);
+  weight_grad(p.dy, p.x, p.backward_index, nullptr, p.dy_codes ? &*p.dy_codes : nullptr);
 }
 
 void Linear::weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index,
@@ -197,9 +204,13 @@ void Linear::weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_in
   // wgrad: dW (O, I) += dy^T (O, N) . x^T (I, N)^T, K = N; FP32 straight into the grad. dy^T
   // as dgrad's codes transposed where that is its quantization (a byte transpose instead of an
   // amax and an encoding pass; dy_'s statistics are dy's either way).
-  lowp::QTensor dytq =
-      dy_codes ? transposed(*dy_codes)
-               : quantize(dy_, dy, true, recipe_->grad_stochastic, 2 * backward_index + 1);
+  lowp::QTensor dytq;
+  if (dy_codes) {
+    dytq = transposed(*dy_codes);
+  } else {
+    dytq = quantize(dy_, dy, true, recipe_->grad_stochastic, 2 * backward_index + 1);
+    ++grad_quantizations_;
+  }
   lowp::QTensor xtq = quantize_input(x, true, shared);
   ops::qmatmul({.out = w_.grad, .a = dytq, .b = xtq, .beta = 1});
 }

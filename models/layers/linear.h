@@ -78,7 +78,8 @@ class Linear {
   // out = x W^T. `shared`: x's quantizations shared with the other layers reading this x.
   void forward(const Tensor& out, const Tensor& x, SharedInput* shared = nullptr);
   // dx = dy W (or += when accumulate_dx); W.grad += dy^T x, or, while weight gradients are
-  // deferred, (dy, x) kept for weight_backward(). `shared` as in forward (for x^T in wgrad).
+  // deferred, (dy or its codes, x) kept for weight_backward(). `shared` as in forward (for x^T
+  // in wgrad).
   void backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx = false,
                 SharedInput* shared = nullptr);
 
@@ -98,6 +99,9 @@ class Linear {
   // How many times W has been quantized (either orientation) since set_recipe: what the cache
   // saves, for tests and benchmarks.
   int64_t weight_quantizations() const { return weight_quantizations_; }
+  // How many times dy has been quantized (either orientation) since set_recipe: one per backward
+  // where dy^T's codes are dy's transposed (grad_transposes), deferred or not; two elsewhere.
+  int64_t grad_quantizations() const { return grad_quantizations_; }
 
   // Figures of the last quantizations (zeros before the first, or when not quantized). Reads
   // small device tensors: synchronises the device.
@@ -141,11 +145,14 @@ class Linear {
   std::optional<lowp::QTensor> forward_weight_, dgrad_weight_;
   bool weights_frozen_ = false;
   int64_t weight_quantizations_ = 0;
+  int64_t grad_quantizations_ = 0;
   uint64_t seed_ = 0;
   uint64_t backward_count_ = 0;  // backward() calls since set_recipe: numbers the SR streams
   bool defer_weight_grad_ = false;
-  struct Pending {
-    Tensor dy, x;
+  struct Pending {  // one deferred wgrad: dy, or its codes where wgrad transposes them
+    Tensor dy;
+    std::optional<lowp::QTensor> dy_codes;
+    Tensor x;
     uint64_t backward_index;
   };
   std::deque<Pending> pending_;  // deferred weight gradients, oldest first

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -256,13 +258,15 @@ TEST(LinearPrecision, DelayedScalingUsesTheHistoryAndReportsSaturation) {
 
 // ZB-H1's split backward: dx at once, dy^T x later, oldest first; the gradients equal the
 // unsplit backward's bit for bit, in the compute dtype and quantized.
-// (fp8_current's unsplit wgrad takes dy^T as dgrad's codes transposed, the deferred one quantizes
-// dy^T anew: the two must agree bit for bit, dy's statistics too.)
+// fp8_current's wgrad takes dy^T as dgrad's codes transposed, split or not (the queue keeps the
+// codes): one quantization of dy per backward; the other recipes quantize dy^T anew, two.
 TEST(LinearPrecision, DeferredWeightGradientsEqualTheUnsplitBackward) {
-  for (const char* recipe : {"compute", "fp8_current", "fp8_blockwise", "nvfp4"}) {
+  const std::map<std::string_view, int64_t> grad_quantizations = {
+      {"compute", 0}, {"fp8_current", 2}, {"fp8_blockwise", 4}, {"nvfp4", 4}};
+  for (const auto& [recipe, quantizations] : grad_quantizations) {
     auto run = [&](bool split) {
       Fixture f;
-      if (std::string_view(recipe) != "compute") f.linear.set_recipe(lowp::find_recipe(recipe));
+      if (recipe != "compute") f.linear.set_recipe(lowp::find_recipe(recipe));
       Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
       Tensor dy2 =
           tensor_from_floats(random_matrix(kN * kO, 3, 0.02f), {kN, kO}, DType::f32, f.cpu);
@@ -278,6 +282,7 @@ TEST(LinearPrecision, DeferredWeightGradientsEqualTheUnsplitBackward) {
         f.linear.weight_backward();
         EXPECT_THROW(f.linear.weight_backward(), Error);
       }
+      EXPECT_EQ(f.linear.grad_quantizations(), quantizations) << recipe << " split " << split;
       const models::OperandStats dy = f.linear.stats().dy;
       return std::tuple{dx1, tensor_to_floats(f.linear.param().grad), dy.amax,
                         dy.saturated_fraction};
@@ -288,6 +293,26 @@ TEST(LinearPrecision, DeferredWeightGradientsEqualTheUnsplitBackward) {
     EXPECT_EQ(std::get<2>(whole), std::get<2>(split)) << recipe << ": dy's amax";
     EXPECT_EQ(std::get<3>(whole), std::get<3>(split)) << recipe << ": dy's saturated fraction";
   }
+}
+
+// A queued wgrad holds what its backward's recipe made (dy's codes): changing the recipe before
+// weight_backward is refused, naming the layer.
+TEST(LinearPrecision, RecipeChangeWithDeferredWeightGradientsIsRefused) {
+  Fixture f;
+  f.linear.set_recipe(lowp::find_recipe("fp8_current"));
+  f.linear.set_defer_weight_grad(true);
+  Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
+  f.linear.backward(dx, f.dyt, f.xt);
+  try {
+    f.linear.set_recipe(std::nullopt);
+    ADD_FAILURE() << "set_recipe with a deferred weight gradient must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("up_proj"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1 weight gradients deferred"), std::string::npos);
+  }
+  f.linear.weight_backward();
+  f.linear.set_recipe(std::nullopt);
+  EXPECT_EQ(f.linear.recipe_name(), "compute");
 }
 
 // Layers reading one input share its quantizations (SharedInput, as q/k/v and gate/up do): the
