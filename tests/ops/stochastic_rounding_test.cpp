@@ -26,10 +26,11 @@ using lowp::QuantSpec;
 using lowp::ScaleRule;
 
 constexpr int64_t kRows = 256, kCols = 512;
-// Every element is kValue but one in each run of 16 along a row, 1.0: each block's amax is 1.
-// 19/64 is exact in bf16, and its scaled value lies between two grid points of every format
-// below: MXFP4 (scale 1/4) 1.1875, NVFP4 (1/6) 1.78125, E4M3 (1/448) 133.
-constexpr float kValue = 19.0f / 64.0f;
+// Every element is the case's value but one in each run of 16 along a row, 1.0: each block's
+// amax is 1, so the scales are MXFP4's 1/4, NVFP4's 1/6 and E4M3's 1/448. The values are exact in
+// bf16 and lie between two grid points: 19/64 between normal numbers of each format (MXFP4 1.1875,
+// NVFP4 1.78125, E4M3 133 once scaled), 5/64 between E2M1's 0 and its subnormal 0.5 (0.3125,
+// 0.46875) and between E4M3's 32 and 36 (35).
 bool is_block_max(int64_t r, int64_t k) {
   return (r + k) % 16 == 0;
 }
@@ -37,7 +38,8 @@ bool is_block_max(int64_t r, int64_t k) {
 struct Case {
   std::string name;
   QuantSpec spec;
-  double lo, hi;  // kValue's neighbours on the format's grid, dequantized
+  float value;
+  double lo, hi;  // the value's neighbours on the format's grid, dequantized
 };
 
 // Quantizes the (kRows x kCols) matrix above with stochastic rounding: from an input of `dtype`,
@@ -48,7 +50,7 @@ std::vector<double> quantize_stochastic(const Case& c, DType dtype, bool transpo
   for (int64_t r = 0; r < kRows; ++r)
     for (int64_t k = 0; k < kCols; ++k) {
       const size_t at = size_t(transpose ? k * kRows + r : r * kCols + k);
-      x[at] = is_block_max(r, k) ? 1.0f : kValue;
+      x[at] = is_block_max(r, k) ? 1.0f : c.value;
     }
   const Shape shape = transpose ? Shape{kCols, kRows} : Shape{kRows, kCols};
   Tensor in = tensor_from_floats(x, shape, dtype, cpu);
@@ -59,17 +61,23 @@ std::vector<double> quantize_stochastic(const Case& c, DType dtype, bool transpo
 }
 
 TEST(StochasticRounding, UnbiasedAndDrawnPerElementOnEveryQuantizerRoute) {
-  const std::vector<Case> cases = {
-      {"mxfp4", spec(Format::e2m1, ScaleRule::e8m0_floor, 1, 32), 1.0 / 4, 1.5 / 4},
-      {"nvfp4", spec(Format::e2m1, ScaleRule::nvfp4, 1, 16), 1.5 / 6, 2.0 / 6},
-      {"e4m3 1x128", spec(Format::e4m3, ScaleRule::f32_amax, 1, 128), 128.0 / 448, 144.0 / 448}};
+  const QuantSpec mxfp4 = spec(Format::e2m1, ScaleRule::e8m0_floor, 1, 32);
+  const QuantSpec nvfp4 = spec(Format::e2m1, ScaleRule::nvfp4, 1, 16);
+  const QuantSpec e4m3 = spec(Format::e4m3, ScaleRule::f32_amax, 1, 128);
+  const float normal = 19.0f / 64, small = 5.0f / 64;
+  const std::vector<Case> cases = {{"mxfp4", mxfp4, normal, 1.0 / 4, 1.5 / 4},
+                                   {"mxfp4 subnormal", mxfp4, small, 0.0, 0.5 / 4},
+                                   {"nvfp4", nvfp4, normal, 1.5 / 6, 2.0 / 6},
+                                   {"nvfp4 subnormal", nvfp4, small, 0.0, 0.5 / 6},
+                                   {"e4m3 1x128", e4m3, normal, 128.0 / 448, 144.0 / 448},
+                                   {"e4m3 1x128 small", e4m3, small, 32.0 / 448, 36.0 / 448}};
   for (const Case& c : cases)
     for (DType dtype : {DType::f32, DType::bf16})
       for (bool transpose : {false, true}) {
         SCOPED_TRACE(c.name + " from " + std::string(dtype_name(dtype)) +
                      (transpose ? ", transposed" : ""));
         const std::vector<double> deq = quantize_stochastic(c, dtype, transpose);
-        const double p = (kValue - c.lo) / (c.hi - c.lo);  // the probability of rounding up
+        const double p = (c.value - c.lo) / (c.hi - c.lo);  // the probability of rounding up
         auto rounded_up = [&](int64_t r, int64_t k) {
           return std::fabs(deq[size_t(r * kCols + k)] - c.hi) <= 1e-6 * c.hi;
         };
@@ -81,7 +89,7 @@ TEST(StochasticRounding, UnbiasedAndDrawnPerElementOnEveryQuantizerRoute) {
             if (is_block_max(r, k)) continue;
             const double v = deq[size_t(r * kCols + k)];
             const bool up = rounded_up(r, k);
-            on_grid = on_grid && (up || std::fabs(v - c.lo) <= 1e-6 * c.lo);
+            on_grid = on_grid && (up || std::fabs(v - c.lo) <= 1e-6 * c.lo);  // (0 exactly)
             sum += v, n += 1;
             row_up[size_t(r)] += up, row_n[size_t(r)] += 1;
             col_up[size_t(k)] += up, col_n[size_t(k)] += 1;
@@ -93,8 +101,8 @@ TEST(StochasticRounding, UnbiasedAndDrawnPerElementOnEveryQuantizerRoute) {
         // About 230,000 pairs: the share's standard error is below 1e-3.
         EXPECT_NEAR(pairs_up / pairs, p * p, 0.01) << "neighbours rounded up together";
         // The mean's standard error is at most 1.7e-4 (n = 122,880): 1e-3 is six of them;
-        // rounding to nearest would be off by 0.047 (MXFP4), 0.036 (NVFP4) or 0.010 (E4M3).
-        EXPECT_NEAR(sum / n, kValue, 1e-3);
+        // rounding to nearest would be off by 0.002 (E4M3, small) to 0.047 (MXFP4).
+        EXPECT_NEAR(sum / n, c.value, 1e-3);
         // Shares per row (480 values) and column (240): standard errors 0.023 and 0.032.
         for (int64_t r = 0; r < kRows; ++r)
           ASSERT_NEAR(row_up[size_t(r)] / row_n[size_t(r)], p, 0.2) << "row " << r;
