@@ -7,7 +7,8 @@
 #   env: H2 (build/bin/h2), RUNS (all of: bf16 fp8_blockwise mxfp8 nvfp4 mxfp4; also known:
 #        fp8_current fp8_delayed nvfp4_no_switch mxfp4_no_switch), STEPS (2000),
 #        PLOT (docs/numerics-loss.png; empty: no plot), PYTHON (/usr/bin/python3, which has
-#        Debian's python3-matplotlib)
+#        Debian's python3-matplotlib), SEED (the config's 1337; another seed changes the
+#        initial weights, the batches and the stochastic rounding's draws)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/numerics}
@@ -34,6 +35,7 @@ recipe_sets() {
 
 for name in "${runs[@]}"; do
   read -ra sets <<<"$(recipe_sets "$name" | tr '\n' ' ')"
+  if [[ -n ${SEED:-} ]]; then sets+=(--set train.seed="$SEED"); fi
   echo "== $name: $h2 train $config ${sets[*]}"
   "$h2" train "$config" "${sets[@]}" --set train.steps="$steps" \
     --set log.metrics_file="$out/$name/metrics.jsonl" 2>&1 | tee "$out/$name.log"

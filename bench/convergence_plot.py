@@ -6,7 +6,11 @@ final {"event": "done"} line), prints a Markdown table of final evaluation losse
 relative to the bf16 run with each recipe's target, and renders the training and evaluation
 curves to a PNG (matplotlib; Debian: apt-get install python3-matplotlib).
 
-Usage: convergence_plot.py RUN_DIR [--png FILE] [--runs NAME ...]
+With several RUN_DIRs (the same study with other seeds: bench/convergence.sh's SEED), the table
+gives each run's difference to the bf16 run of the same directory and their mean, and judges the
+target on the mean; the plot shows the first directory.
+
+Usage: convergence_plot.py RUN_DIR [RUN_DIR ...] [--png FILE] [--runs NAME ...]
 """
 import argparse
 import json
@@ -61,6 +65,27 @@ def table(runs):
     return "\n".join(lines)
 
 
+def seeds_table(studies):
+    """Markdown table over several studies (dicts of runs), each run relative to its study's bf16."""
+    names = [n for n in studies[0] if n != "bf16" and all(n in s for s in studies)]
+    lines = ["| run | eval loss at the end, vs bf16, per study | mean | target | met |",
+             "|---|---|---|---|---|"]
+    for name in ["bf16"] + names:
+        finals = [s[name]["eval"][-1][1] for s in studies]
+        if name == "bf16":
+            lines.append(f"| bf16 | {' / '.join(f'{v:.4f}' for v in finals)} | - | - | - |")
+            continue
+        rels = [(v - s["bf16"]["eval"][-1][1]) / s["bf16"]["eval"][-1][1]
+                for v, s in zip(finals, studies)]
+        mean = sum(rels) / len(rels)
+        target = TARGETS.get(name)
+        met = "-" if target is None else ("yes" if abs(mean) <= target else "NO")
+        target_text = "-" if target is None else f"{100 * target:.1f}%"
+        per = " / ".join(f"{v:.4f} ({100 * r:+.2f}%)" for v, r in zip(finals, rels))
+        lines.append(f"| {name} | {per} | {100 * mean:+.2f}% | {target_text} | {met} |")
+    return "\n".join(lines)
+
+
 def plot(runs, png):
     import matplotlib
     matplotlib.use("Agg")
@@ -89,23 +114,32 @@ def plot(runs, png):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=pathlib.Path)
+    parser.add_argument("run_dirs", type=pathlib.Path, nargs="+",
+                        help="a study's output directory; several: one per seed")
     parser.add_argument("--png", type=pathlib.Path)
     parser.add_argument("--runs", nargs="+",
                         default=["bf16", "fp8_blockwise", "mxfp8", "nvfp4", "mxfp4"])
     args = parser.parse_args()
-    runs = {}
-    for name in args.runs:
-        path = args.run_dir / name / "metrics.jsonl"
-        if not path.exists():
-            print(f"{path}: missing, skipped", file=sys.stderr)
-            continue
-        runs[name] = read_run(path)
-    if not runs:
-        raise SystemExit("no runs found")
-    print(table(runs))
+    studies = []
+    for run_dir in args.run_dirs:
+        runs = {}
+        for name in args.runs:
+            path = run_dir / name / "metrics.jsonl"
+            if not path.exists():
+                print(f"{path}: missing, skipped", file=sys.stderr)
+                continue
+            runs[name] = read_run(path)
+        if not runs:
+            raise SystemExit(f"{run_dir}: no runs found")
+        studies.append(runs)
+    if len(studies) == 1:
+        print(table(studies[0]))
+    elif all("bf16" in s for s in studies):
+        print(seeds_table(studies))
+    else:
+        raise SystemExit("several studies are compared through their bf16 runs: one lacks it")
     if args.png:
-        plot(runs, args.png)
+        plot(studies[0], args.png)
 
 
 if __name__ == "__main__":
