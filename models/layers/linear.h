@@ -84,8 +84,9 @@ class Linear {
                 SharedInput* shared = nullptr);
 
   // Split backward (ZB-H1's I and W actions): while on, backward() computes dx only and queues
-  // its (dy, x); weight_backward() adds the oldest queued pair's dy^T x into W.grad, so the
-  // micro-batches' gradients still accumulate in order.
+  // its (dy, x), dy's codes instead of dy where wgrad transposes them; weight_backward() adds
+  // the oldest queued pair's dy^T x into W.grad, so the micro-batches' gradients still
+  // accumulate in order. The recipe cannot change while the queue holds any.
   void set_defer_weight_grad(bool on) { defer_weight_grad_ = on; }
   void weight_backward();
   size_t pending_weight_grads() const { return pending_.size(); }
