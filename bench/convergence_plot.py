@@ -48,6 +48,14 @@ def smooth(values, window=5):
     return out
 
 
+def target_cells(name, rel):
+    """The target and met cells of a run whose final loss differs from bf16's by rel."""
+    target = TARGETS.get(name)
+    if target is None:
+        return "- | -"
+    return f"{100 * target:.1f}% | {'yes' if abs(rel) <= target else 'NO'}"
+
+
 def table(runs):
     base = runs["bf16"]["eval"][-1][1] if "bf16" in runs else None
     lines = ["| run | eval loss at step 2000 | vs bf16 | target | met |",
@@ -58,10 +66,7 @@ def table(runs):
             lines.append(f"| {name} | {final:.4f} | - | - | - |")
             continue
         rel = (final - base) / base
-        target = TARGETS.get(name)
-        met = "-" if target is None else ("yes" if abs(rel) <= target else "NO")
-        target_text = "-" if target is None else f"{100 * target:.1f}%"
-        lines.append(f"| {name} | {final:.4f} | {100 * rel:+.2f}% | {target_text} | {met} |")
+        lines.append(f"| {name} | {final:.4f} | {100 * rel:+.2f}% | {target_cells(name, rel)} |")
     return "\n".join(lines)
 
 
@@ -78,11 +83,8 @@ def seeds_table(studies):
         rels = [(v - s["bf16"]["eval"][-1][1]) / s["bf16"]["eval"][-1][1]
                 for v, s in zip(finals, studies)]
         mean = sum(rels) / len(rels)
-        target = TARGETS.get(name)
-        met = "-" if target is None else ("yes" if abs(mean) <= target else "NO")
-        target_text = "-" if target is None else f"{100 * target:.1f}%"
         per = " / ".join(f"{v:.4f} ({100 * r:+.2f}%)" for v, r in zip(finals, rels))
-        lines.append(f"| {name} | {per} | {100 * mean:+.2f}% | {target_text} | {met} |")
+        lines.append(f"| {name} | {per} | {100 * mean:+.2f}% | {target_cells(name, mean)} |")
     return "\n".join(lines)
 
 
