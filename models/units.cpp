@@ -61,7 +61,8 @@ void BlockUnit::set_defer_weight_grads(bool on) {
 }
 
 void BlockUnit::weight_backward() {
-  for_each_linear([](Linear& l) { l.weight_backward(); });
+  attn_.weight_backward();
+  mlp_.weight_backward();
 }
 
 void BlockUnit::set_weights_frozen(bool frozen) {

@@ -81,6 +81,12 @@ Tensor Attention::backward(const Tensor& dy) {
   return dx;
 }
 
+void Attention::weight_backward() {
+  SharedInput shared_h;  // q, k and v read the same h
+  for (Linear* l : {&wq_, &wk_, &wv_}) l->weight_backward(&shared_h);
+  wo_.weight_backward();
+}
+
 void Attention::clear() {
   norm_.clear();
   h_ = q_ = k_ = v_ = att_ = lse_ = Tensor();

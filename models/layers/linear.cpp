@@ -42,17 +42,22 @@ bool transposes_bit_for_bit(const lowp::QuantSpec& spec, lowp::Scaling scaling) 
          spec.rule == lowp::ScaleRule::f32_amax && spec.block_rows == spec.block_cols;
 }
 
-const SharedInput::Entry* SharedInput::find(const lowp::QuantSpec& spec, bool transpose) const {
-  for (const Entry& e : entries_)
-    if (e.spec == spec && e.transpose == transpose) return &e;
+const SharedInput::Entry* SharedInput::find(const lowp::QuantSpec& spec, bool transpose,
+                                            const Tensor& x) const {
+  for (const Entry& e : entries_) {
+    if (e.spec != spec || e.transpose != transpose) continue;
+    H2_CHECK(e.source == x.data(),
+             "SharedInput: a layer reads another input than the one whose quantization is shared");
+    return &e;
+  }
   return nullptr;
 }
 
-void SharedInput::keep(const lowp::QuantSpec& spec, bool transpose, const lowp::QTensor& q,
-                       const Tensor& stats) {
+void SharedInput::keep(const lowp::QuantSpec& spec, bool transpose, const Tensor& x,
+                       const lowp::QTensor& q, const Tensor& stats) {
   Tensor copy = Tensor::empty(stats.shape(), stats.dtype(), stats.device());
   copy.copy_from(stats);
-  entries_.push_back({spec, transpose, q, copy});
+  entries_.push_back({spec, transpose, q, copy, x.data()});
 }
 
 Linear::Linear(Param weight) : w_(std::move(weight)), module_(module_of(w_.name)) {}
@@ -66,7 +71,7 @@ void Linear::set_recipe(std::optional<lowp::Recipe> recipe,
   x_ = weight_ = dy_ = Operand{};
   forward_weight_.reset();
   dgrad_weight_.reset();
-  weight_quantizations_ = grad_quantizations_ = 0;
+  weight_quantizations_ = grad_quantizations_ = input_quantizations_ = 0;
   seed_ = name_key(options.seed, module_);  // one stochastic-rounding stream per layer
   backward_count_ = 0;
   if (!recipe_) return;
@@ -105,14 +110,17 @@ lowp::QTensor Linear::quantize(Operand& op, const Tensor& in, bool transpose, bo
 }
 
 lowp::QTensor Linear::quantize_input(const Tensor& x, bool transpose, SharedInput* shared) {
-  if (shared == nullptr || x_.history) return quantize(x_, x, transpose, false);
-  if (const SharedInput::Entry* hit = shared->find(x_.spec, transpose)) {
-    x_.stats.copy_from(hit->stats);
-    x_.numel = x.numel();
-    return hit->q;
+  const bool shares = shared != nullptr && !x_.history;
+  if (shares) {
+    if (const SharedInput::Entry* hit = shared->find(x_.spec, transpose, x)) {
+      x_.stats.copy_from(hit->stats);
+      x_.numel = x.numel();
+      return hit->q;
+    }
   }
   lowp::QTensor q = quantize(x_, x, transpose, false);
-  shared->keep(x_.spec, transpose, q, x_.stats);
+  ++input_quantizations_;
+  if (shares) shared->keep(x_.spec, transpose, x, q, x_.stats);
   return q;
 }
 
@@ -190,12 +198,12 @@ void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool 
     pending_.push_back({.dy = dy, .dy_codes = {}, .x = x, .backward_index = index});
 }
 
-void Linear::weight_backward() {
+void Linear::weight_backward(SharedInput* shared) {
   if (pending_.empty())
     throw Error("Linear " + module_ + ": weight_backward without a deferred backward");
   const Pending p = std::move(pending_.front());
   pending_.pop_front();
-  weight_grad(p.dy, p.x, p.backward_index, nullptr, p.dy_codes ? &*p.dy_codes : nullptr);
+  weight_grad(p.dy, p.x, p.backward_index, shared, p.dy_codes ? &*p.dy_codes : nullptr);
 }
 
 void Linear::weight_grad(const Tensor& dy, const Tensor& x, uint64_t backward_index,

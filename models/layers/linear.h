@@ -39,17 +39,20 @@ struct LinearStats {
 // The quantizations of one input tensor, shared by the linear layers that read it (q, k and v
 // read the same normalised x; gate and up too): the first layer to quantize it for a spec and
 // orientation keeps the result and its statistics, the others take them instead of quantizing
-// the same values again. Scoped to one forward or one backward of the block that owns it.
+// the same values again. Scoped to one forward, one backward or one split backward's weight
+// gradients (of one micro-batch) of the block that owns it; finding an entry of another input
+// tensor is an error, which catches a scope shared by layers that read different inputs.
 class SharedInput {
  public:
   struct Entry {
     lowp::QuantSpec spec;
     bool transpose = false;
     lowp::QTensor q;
-    Tensor stats;  // a copy of amax and saturated count
+    Tensor stats;                  // a copy of amax and saturated count
+    const void* source = nullptr;  // the quantized input's data, to check find's
   };
-  const Entry* find(const lowp::QuantSpec& spec, bool transpose) const;
-  void keep(const lowp::QuantSpec& spec, bool transpose, const lowp::QTensor& q,
+  const Entry* find(const lowp::QuantSpec& spec, bool transpose, const Tensor& x) const;
+  void keep(const lowp::QuantSpec& spec, bool transpose, const Tensor& x, const lowp::QTensor& q,
             const Tensor& stats);
 
  private:
@@ -87,8 +90,9 @@ class Linear {
   // its (dy, x), dy's codes instead of dy where wgrad transposes them; weight_backward() adds
   // the oldest queued pair's dy^T x into W.grad, so the micro-batches' gradients still
   // accumulate in order. The recipe cannot change while the queue holds any.
+  // `shared` as in backward: the layers that read one x share x^T's quantization here too.
   void set_defer_weight_grad(bool on) { defer_weight_grad_ = on; }
-  void weight_backward();
+  void weight_backward(SharedInput* shared = nullptr);
   size_t pending_weight_grads() const { return pending_.size(); }
 
   // While frozen (nn::Unit::set_weights_frozen: the caller promises W does not change), W's
@@ -103,6 +107,9 @@ class Linear {
   // How many times dy has been quantized (either orientation) since set_recipe: one per backward
   // where dy^T's codes are dy's transposed (grad_transposes), deferred or not; two elsewhere.
   int64_t grad_quantizations() const { return grad_quantizations_; }
+  // How many times this layer quantized x (either orientation) since set_recipe; what it took
+  // from a SharedInput does not count.
+  int64_t input_quantizations() const { return input_quantizations_; }
 
   // Figures of the last quantizations (zeros before the first, or when not quantized). Reads
   // small device tensors: synchronises the device.
@@ -147,6 +154,7 @@ class Linear {
   bool weights_frozen_ = false;
   int64_t weight_quantizations_ = 0;
   int64_t grad_quantizations_ = 0;
+  int64_t input_quantizations_ = 0;
   uint64_t seed_ = 0;
   uint64_t backward_count_ = 0;  // backward() calls since set_recipe: numbers the SR streams
   bool defer_weight_grad_ = false;

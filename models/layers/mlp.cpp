@@ -56,6 +56,13 @@ Tensor Mlp::backward(const Tensor& dy) {
   return dx;
 }
 
+void Mlp::weight_backward() {
+  SharedInput shared_h;  // gate and up read the same h
+  wg_.weight_backward(&shared_h);
+  wu_.weight_backward(&shared_h);
+  wd_.weight_backward();
+}
+
 void Mlp::clear() {
   norm_.clear();
   h_ = g_ = u_ = a_ = Tensor();

@@ -23,6 +23,9 @@ class Mlp {
 
   Tensor forward(const Tensor& x);    // (B, T, C) -> (B, T, C)
   Tensor backward(const Tensor& dy);  // (B, T, C) -> dx (B, T, C)
+  // The oldest deferred weight gradients of its linears (Linear::set_defer_weight_grad), the
+  // layers that read one input sharing x^T's quantization as in backward.
+  void weight_backward();
   void clear();
   void transfer_stash(StashTransfer& t);
   void collect(std::vector<Param*>& out);

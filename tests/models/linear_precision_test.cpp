@@ -315,47 +315,68 @@ TEST(LinearPrecision, RecipeChangeWithDeferredWeightGradientsIsRefused) {
   EXPECT_EQ(f.linear.recipe_name(), "compute");
 }
 
-// Layers reading one input share its quantizations (SharedInput, as q/k/v and gate/up do): the
-// second layer's output, dx, weight gradient and statistics equal those it computes quantizing
-// the input itself, bit for bit; a spec the first layer did not use is quantized anew.
+// Layers reading one input share its quantizations (SharedInput, as q/k/v and gate/up do), in
+// the backward and in a split backward's weight gradients (weight_backward): the second layer's
+// output, dx, weight gradient and statistics equal those it computes quantizing the input itself,
+// bit for bit, and it quantizes the input no more; a spec the first layer did not use is
+// quantized anew, and a layer reading another input is refused.
 TEST(LinearPrecision, SharedInputQuantizationsEqualTheLayersOwn) {
+  enum class Mode { own, shared, shared_split };
   for (const char* recipe : {"fp8_blockwise", "nvfp4", "mxfp8", "fp8_current"}) {
     SCOPED_TRACE(recipe);
-    auto run = [&](bool share) {
+    auto run = [&](Mode mode) {
       Fixture f;
       models::Linear second{models::make_param("model.layers.0.mlp.gate_proj.weight", {kO, kI},
                                                models::Init::normal, 0.02f, 7, DType::f32, f.cpu)};
       f.linear.set_recipe(lowp::find_recipe(recipe));
       second.set_recipe(lowp::find_recipe(recipe));
-      models::SharedInput forward_shared, backward_shared;
+      const bool split = mode == Mode::shared_split;
+      f.linear.set_defer_weight_grad(split);
+      second.set_defer_weight_grad(split);
+      models::SharedInput forward_shared, backward_shared, wgrad_shared;
+      models::SharedInput* fs = mode == Mode::own ? nullptr : &forward_shared;
+      models::SharedInput* bs = mode == Mode::own ? nullptr : &backward_shared;
       Tensor out1 = Tensor::empty({kN, kO}, DType::f32, f.cpu);
       Tensor out2 = Tensor::empty({kN, kO}, DType::f32, f.cpu);
-      f.linear.forward(out1, f.xt, share ? &forward_shared : nullptr);
-      second.forward(out2, f.xt, share ? &forward_shared : nullptr);
+      f.linear.forward(out1, f.xt, fs);
+      second.forward(out2, f.xt, fs);
       Tensor dx = Tensor::empty({kN, kI}, DType::f32, f.cpu);
-      f.linear.backward(dx, f.dyt, f.xt, false, share ? &backward_shared : nullptr);
-      second.backward(dx, f.dyt, f.xt, true, share ? &backward_shared : nullptr);
+      f.linear.backward(dx, f.dyt, f.xt, false, bs);
+      second.backward(dx, f.dyt, f.xt, true, bs);
+      if (split) {
+        f.linear.weight_backward(&wgrad_shared);
+        second.weight_backward(&wgrad_shared);
+      }
+      EXPECT_EQ(f.linear.input_quantizations(), 2) << "x and x^T";
       const models::LinearStats stats = second.stats();
-      return std::tuple{tensor_to_floats(out2), tensor_to_floats(dx),
-                        tensor_to_floats(second.param().grad), stats.x.amax,
-                        stats.x.saturated_fraction};
+      return std::tuple{
+          tensor_to_floats(out2), tensor_to_floats(dx),       tensor_to_floats(second.param().grad),
+          stats.x.amax,           stats.x.saturated_fraction, second.input_quantizations()};
     };
-    const auto own = run(false), shared = run(true);
-    EXPECT_EQ(std::get<0>(own), std::get<0>(shared)) << "output";
-    EXPECT_EQ(std::get<1>(own), std::get<1>(shared)) << "dx";
-    EXPECT_EQ(std::get<2>(own), std::get<2>(shared)) << "weight gradient";
-    EXPECT_EQ(std::get<3>(own), std::get<3>(shared)) << "x amax";
-    EXPECT_EQ(std::get<4>(own), std::get<4>(shared)) << "x saturated fraction";
-    EXPECT_GT(std::get<3>(shared), 0.0f) << "the shared statistics were not copied";
+    const auto own = run(Mode::own);
+    EXPECT_EQ(std::get<5>(own), 2);
+    for (const Mode mode : {Mode::shared, Mode::shared_split}) {
+      SCOPED_TRACE(mode == Mode::shared ? "shared" : "shared, split backward");
+      const auto shared = run(mode);
+      EXPECT_EQ(std::get<0>(own), std::get<0>(shared)) << "output";
+      EXPECT_EQ(std::get<1>(own), std::get<1>(shared)) << "dx";
+      EXPECT_EQ(std::get<2>(own), std::get<2>(shared)) << "weight gradient";
+      EXPECT_EQ(std::get<3>(own), std::get<3>(shared)) << "x amax";
+      EXPECT_EQ(std::get<4>(own), std::get<4>(shared)) << "x saturated fraction";
+      EXPECT_GT(std::get<3>(shared), 0.0f) << "the shared statistics were not copied";
+      EXPECT_EQ(std::get<5>(shared), 0) << "the second layer quantized x itself";
+    }
   }
-  models::SharedInput shared;  // keyed by spec and orientation
+  models::SharedInput shared;  // keyed by spec and orientation, checked against the input
   const lowp::Recipe blockwise = lowp::find_recipe("fp8_blockwise");
   Fixture f;
   const lowp::QTensor q = lowp::QTensor::empty(blockwise.input, kN, kI, f.cpu);
-  shared.keep(blockwise.input, false, q, Tensor::zeros({2}, DType::f32, f.cpu));
-  EXPECT_NE(shared.find(blockwise.input, false), nullptr);
-  EXPECT_EQ(shared.find(blockwise.input, true), nullptr);
-  EXPECT_EQ(shared.find(blockwise.weight, false), nullptr);
+  shared.keep(blockwise.input, false, f.xt, q, Tensor::zeros({2}, DType::f32, f.cpu));
+  EXPECT_NE(shared.find(blockwise.input, false, f.xt), nullptr);
+  EXPECT_EQ(shared.find(blockwise.input, true, f.xt), nullptr);
+  EXPECT_EQ(shared.find(blockwise.weight, false, f.xt), nullptr);
+  const Tensor other = Tensor::empty({kN, kI}, DType::f32, f.cpu);
+  EXPECT_THROW(shared.find(blockwise.input, false, other), Error);
 }
 
 // Three micro-batches through one layer, as a step with gradient accumulation runs them: with its
