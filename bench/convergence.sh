@@ -5,7 +5,8 @@
 # OUT/NAME.log. The runs are long (minutes each on 2 cores); they are not timed assertions.
 # Usage: bench/convergence.sh [OUT_DIR]   (default runs/numerics)
 #   env: H2 (build/bin/h2), RUNS (all of: bf16 fp8_blockwise mxfp8 nvfp4 mxfp4; also known:
-#        fp8_current fp8_delayed nvfp4_no_switch mxfp4_no_switch), STEPS (2000),
+#        fp8_current fp8_delayed nvfp4_no_switch mxfp4_no_switch mxfp8_ceil mxfp4_ceil),
+#        STEPS (2000),
 #        PLOT (docs/numerics-loss.png; empty: no plot), PYTHON (/usr/bin/python3, which has
 #        Debian's python3-matplotlib), SEED (the config's 1337; another seed changes the
 #        initial weights, the batches and the stochastic rounding's draws)
@@ -29,6 +30,11 @@ recipe_sets() {
       echo "--set precision.recipe=$1 --set precision.target_after=0.8"
       echo "--set precision.target_recipe=bf16" ;;
     nvfp4_no_switch | mxfp4_no_switch) echo "--set precision.recipe=${1%_no_switch}" ;;
+    # The MX recipes with the ceil scale rule instead of OCP's floor (no saturated elements).
+    mxfp8_ceil) echo "--set precision.recipe=mxfp8 --set precision.mx_scale=ceil" ;;
+    mxfp4_ceil)
+      echo "--set precision.recipe=mxfp4 --set precision.mx_scale=ceil"
+      echo "--set precision.target_after=0.8 --set precision.target_recipe=bf16" ;;
     *) echo "convergence.sh: unknown run '$1'" >&2; exit 2 ;;
   esac
 }

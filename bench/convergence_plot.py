@@ -19,7 +19,8 @@ import sys
 
 # The targets: relative difference of the final evaluation loss to the BF16 run.
 TARGETS = {"fp8_blockwise": 0.005, "mxfp8": 0.005, "fp8_current": 0.005, "fp8_delayed": 0.005,
-           "nvfp4": 0.02, "mxfp4": 0.02}  # the *_no_switch runs are controls: no target
+           "nvfp4": 0.02, "mxfp4": 0.02, "mxfp8_ceil": 0.005, "mxfp4_ceil": 0.02}
+# the *_no_switch runs are controls: no target; *_ceil are their recipe with mx_scale: ceil
 
 
 def read_run(path):
