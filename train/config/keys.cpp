@@ -259,7 +259,8 @@ const KeyInfo kKeys[] = {
     {"precision.mx_scale",
      KT::choice,
      choice<&TC::precision, &PR::mx_scale>(),
-     "MX block scale rule: floor (OCP spec) or ceil (round-up, never saturates)",
+     "MX block scale rule: floor (OCP spec) or ceil (round-up, never saturates; trains MXFP4 "
+     "closer to BF16, docs/numerics.md)",
      {},
      "floor|ceil"},
     {"precision.delayed_history", KT::integer, &field<&TC::precision, &PR::delayed_history>,
