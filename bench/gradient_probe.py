@@ -17,7 +17,8 @@ same weights and batch for a seed, so builds are compared seed by seed.
 Per run, over the block linears' weights (the quantized GEMMs) and over the other weights:
   err  = ||g - g_f32|| / ||g_f32||          noise and bias together
   proj = <g - g_f32, g_f32> / ||g_f32||^2   the error along the true gradient (< 0: shrinks it)
-Each row also carries both figures per projection kind (q_proj ... down_proj).
+Each row also carries both figures per projection kind (q_proj ... down_proj), and the step's
+loss relative to the f32 step's: what the recipe's forward alone costs on the same batch.
 
 Usage (from the repository root):
   bench/gradient_probe.py [--h2 NAME=PATH ...] [--recipes R ...] [--seeds S ...]
@@ -79,7 +80,7 @@ def recipe_sets(run):
 
 
 def one_step_gradient(h2, recipe, seed, args, work):
-    """The gradient of one step of `h2 train` (a run in the empty directory work)."""
+    """The gradient and the loss of one step of `h2 train` (a run in the empty directory work)."""
     sets = [f"train.seed={seed}", "train.grad_clip=0", "train.grad_accum=1",
             "train.eval_batches=1", f"checkpoint.dir={work}",
             f"log.metrics_file={work}/metrics.jsonl"] + recipe_sets(recipe) + args.set
@@ -100,8 +101,19 @@ def one_step_gradient(h2, recipe, seed, args, work):
         raise SystemExit(f"failed ({done.returncode}): {' '.join(command)}\n{tail}")
     moments = read_moments(work / f"step_{step:06d}" / "rank_00000.safetensors")
     if base_moments is None:
-        return {k: m / (1 - BETA1) for k, m in moments.items()}
-    return {k: (m - BETA1 * base_moments[k]) / (1 - BETA1) for k, m in moments.items()}
+        grad = {k: m / (1 - BETA1) for k, m in moments.items()}
+    else:
+        grad = {k: (m - BETA1 * base_moments[k]) / (1 - BETA1) for k, m in moments.items()}
+    return grad, step_loss(work / "metrics.jsonl", step)
+
+
+def step_loss(metrics_file, step):
+    """The training loss h2 logged for `step` (the forward in the run's precision)."""
+    for line in metrics_file.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("event") == "step" and record.get("step") == step:
+            return record["loss"]
+    raise SystemExit(f"{metrics_file}: no step {step} record")
 
 
 def distance(grad, ref, keys):
@@ -113,7 +125,7 @@ def distance(grad, ref, keys):
 
 
 def rows_of_seed(seed, builds, args, scratch):
-    grads = {}
+    grads, losses = {}, {}
     runs = [(builds[0][0], "f32")] + [(b, r) for r in args.recipes for b, _ in builds]
     paths = dict(builds)
     for i, (build, recipe) in enumerate(runs):
@@ -121,15 +133,18 @@ def rows_of_seed(seed, builds, args, scratch):
               flush=True)
         work = scratch / f"run_{i}"
         shutil.rmtree(work, ignore_errors=True)
-        grads[(build, recipe)] = one_step_gradient(paths[build], recipe, seed, args, work)
+        grads[(build, recipe)], losses[(build, recipe)] = one_step_gradient(
+            paths[build], recipe, seed, args, work)
         shutil.rmtree(work, ignore_errors=True)
     ref = grads.pop((builds[0][0], "f32"))
+    ref_loss = losses[(builds[0][0], "f32")]
     linears = [k for k in ref if any(k.endswith(f".{kind}.weight") for kind in KINDS)]
     others = [k for k in ref if k not in linears]
     if not linears:
         raise SystemExit("no block linear weights (*.q_proj.weight ...) in the checkpoint")
     for (build, recipe), grad in grads.items():
-        row = {"seed": seed, "build": build, "recipe": recipe}
+        row = {"seed": seed, "build": build, "recipe": recipe, "loss": losses[(build, recipe)],
+               "loss_rel": losses[(build, recipe)] / ref_loss - 1}
         row["linear_err"], row["linear_proj"] = distance(grad, ref, linears)
         row["other_err"], row["other_proj"] = distance(grad, ref, others)
         for kind in KINDS:
@@ -148,12 +163,13 @@ def mean_sem(values, sign="+"):
 
 def summary(rows, builds, recipes):
     first = builds[0][0]
-    lines = ["| recipe | build | err, linears | proj, linears | err, others | "
-             f"err - {first}'s | proj - {first}'s |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| recipe | build | loss / f32's - 1 | err, linears | proj, linears | err, others | "
+             f"err - {first}'s | proj - {first}'s |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for recipe in recipes:
         base = {r["seed"]: r for r in rows if r["recipe"] == recipe and r["build"] == first}
         for build, _ in builds:
             mine = [r for r in rows if r["recipe"] == recipe and r["build"] == build]
+            loss = mean_sem([r["loss_rel"] for r in mine])
             err = mean_sem([r["linear_err"] for r in mine], sign="")
             proj = mean_sem([r["linear_proj"] for r in mine])
             other = mean_sem([r["other_err"] for r in mine], sign="")
@@ -162,7 +178,8 @@ def summary(rows, builds, recipes):
             else:
                 d_err = mean_sem([r["linear_err"] - base[r["seed"]]["linear_err"] for r in mine])
                 d_proj = mean_sem([r["linear_proj"] - base[r["seed"]]["linear_proj"] for r in mine])
-            lines.append(f"| {recipe} | {build} | {err} | {proj} | {other} | {d_err} | {d_proj} |")
+            lines.append(
+                f"| {recipe} | {build} | {loss} | {err} | {proj} | {other} | {d_err} | {d_proj} |")
     return "\n".join(lines)
 
 
