@@ -62,27 +62,39 @@ def read_moments(path):
     return moments
 
 
+def only_shard(step_dir):
+    """The checkpoint's one shard: the probe reads whole tensors, so single-rank runs only."""
+    shards = sorted(step_dir.glob("rank_*.safetensors"))
+    if len(shards) != 1:
+        raise SystemExit(f"{step_dir}: {len(shards)} shards; the probe needs a single-rank run")
+    return shards[0]
+
+
 def newest_step(ckpt_dir):
-    steps = sorted(p for p in ckpt_dir.glob("step_*") if p.is_dir())
+    steps = sorted(p for p in ckpt_dir.glob("step_*") if (p / "manifest.json").is_file())
     if not steps:
-        raise SystemExit(f"--from {ckpt_dir}: no step_* checkpoint in it")
+        raise SystemExit(f"--from {ckpt_dir}: no complete step_* checkpoint in it")
     return int(steps[-1].name[len("step_"):])
 
 
 def recipe_sets(run):
-    """The overrides of a run named RECIPE or RECIPE@KEY=VALUE[@KEY=VALUE...]."""
+    """The overrides of a run named RECIPE or RECIPE@KEY=VALUE[@KEY=VALUE...]: the recipe on
+    every block linear for the whole run (no switch to a target recipe); f32 and bf16 with none."""
     recipe, *extra = run.split("@")
+    sets = ["precision.target_after=1"]
     if recipe == "f32":
-        return ["train.dtype=f32"] + extra
-    if recipe == "bf16":
-        return extra
-    return [f"precision.recipe={recipe}"] + extra
+        sets += ["train.dtype=f32", "precision.recipe=compute"]
+    elif recipe == "bf16":
+        sets += ["train.dtype=bf16", "precision.recipe=compute"]
+    else:
+        sets += ["train.dtype=bf16", f"precision.recipe={recipe}"]
+    return sets + extra
 
 
 def one_step_gradient(h2, recipe, seed, args, work):
     """The gradient and the loss of one step of `h2 train` (a run in the empty directory work)."""
     sets = [f"train.seed={seed}", "train.grad_clip=0", "train.grad_accum=1",
-            "train.eval_batches=1", f"checkpoint.dir={work}",
+            "train.eval_batches=1", "log.every=1", f"checkpoint.dir={work}",
             f"log.metrics_file={work}/metrics.jsonl"] + recipe_sets(recipe) + args.set
     base_moments = None
     if args.base is None:
@@ -99,7 +111,7 @@ def one_step_gradient(h2, recipe, seed, args, work):
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
         raise SystemExit(f"failed ({done.returncode}): {' '.join(command)}\n{tail}")
-    moments = read_moments(work / f"step_{step:06d}" / "rank_00000.safetensors")
+    moments = read_moments(only_shard(work / f"step_{step:06d}"))
     if base_moments is None:
         grad = {k: m / (1 - BETA1) for k, m in moments.items()}
     else:
@@ -108,17 +120,23 @@ def one_step_gradient(h2, recipe, seed, args, work):
 
 
 def step_loss(metrics_file, step):
-    """The training loss h2 logged for `step` (the forward in the run's precision)."""
-    for line in metrics_file.read_text().splitlines():
-        record = json.loads(line)
-        if record.get("event") == "step" and record.get("step") == step:
-            return record["loss"]
-    raise SystemExit(f"{metrics_file}: no step {step} record")
+    """The training loss h2 logged for `step` (the forward in the run's precision). The run logs
+    every step: one record shows that it trained that step alone (a run that did not resume
+    from --from would have trained them all, and its moments would not be one step past the
+    base's). Builds before the metrics' "event" field logged steps without it."""
+    records = [json.loads(line) for line in metrics_file.read_text().splitlines()]
+    steps = [r for r in records if r.get("event", "step") == "step" and "loss" in r]
+    if [r.get("step") for r in steps] != [step]:
+        raise SystemExit(f"{metrics_file}: expected step {step} alone (did the run not resume "
+                         f"from --from?), logged {len(steps)} steps")
+    return steps[0]["loss"]
 
 
 def distance(grad, ref, keys):
-    """(err, proj) of grad against ref over the parameters keys."""
+    """(err, proj) of grad against ref over the parameters keys (NaN where ref is all zeros)."""
     ref_sq = sum(float(np.sum(ref[k] ** 2)) for k in keys)
+    if ref_sq == 0:
+        return float("nan"), float("nan")
     err_sq = sum(float(np.sum((grad[k] - ref[k]) ** 2)) for k in keys)
     along = sum(float(np.sum((grad[k] - ref[k]) * ref[k])) for k in keys)
     return (err_sq / ref_sq) ** 0.5, along / ref_sq
@@ -202,16 +220,25 @@ def main():
                         default=["bf16", "fp8_blockwise", "mxfp8", "nvfp4", "mxfp4"],
                         help="runs to compare with f32: a recipe, or RECIPE@KEY=VALUE[@...] "
                              "for a variant (mxfp4@precision.mx_scale=ceil)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 9)))
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 9)),
+                        help="train.seed of each run: other batches and rounding draws, and at "
+                             "the initial weights other weights (default 1-8)")
     parser.add_argument("--from", dest="base", type=pathlib.Path,
                         help="checkpoint directory whose newest step's weights every run starts "
                              "from (default: each seed's initial weights)")
-    parser.add_argument("--config", default="configs/train/numerics-256.yaml")
+    parser.add_argument("--config", default="configs/train/numerics-256.yaml",
+                        help="a single-process training config with AdamW (default: the "
+                             "convergence study's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="more config overrides for every run")
     parser.add_argument("--jsonl", type=pathlib.Path, help="also write every row here")
     args = parser.parse_args()
-    builds = args.builds or [parse_build("head=build/bin/h2")]
+    try:
+        builds = args.builds or [parse_build("head=build/bin/h2")]
+    except argparse.ArgumentTypeError as e:
+        parser.error(f"{e} (build it, or name a binary with --h2)")
+    if "f32" in [run.split("@")[0] for run in args.recipes]:
+        parser.error("--recipes: f32 is the reference every run is measured against")
     if len({name for name, _ in builds}) != len(builds):
         raise SystemExit("--h2: build names must differ")
     if args.base is not None:
