@@ -192,10 +192,8 @@ void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool 
   if (!defer_weight_grad_) return weight_grad(dy, x, index, shared, dyq ? &*dyq : nullptr);
   // Deferred: where wgrad transposes dy's codes, the queue keeps them instead of dy, so that
   // weight_backward does not quantize dy^T again (an amax and an encoding pass).
-  if (dyq)
-    pending_.push_back({.dy = {}, .dy_codes = std::move(dyq), .x = x, .backward_index = index});
-  else
-    pending_.push_back({.dy = dy, .dy_codes = {}, .x = x, .backward_index = index});
+  pending_.push_back(
+      {.dy = dyq ? Tensor() : dy, .dy_codes = std::move(dyq), .x = x, .backward_index = index});
 }
 
 void Linear::weight_backward(SharedInput* shared) {

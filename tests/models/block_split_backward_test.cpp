@@ -4,6 +4,7 @@
 // inputs (q, k and v share h^T, gate and up share theirs, in the W action as in the backward).
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string_view>
 #include <vector>
 
@@ -11,21 +12,12 @@
 #include "core/tensor_host.h"
 #include "models/units.h"
 #include "tests/models/llama_reference.h"
+#include "tests/ops/lowp_test_util.h"
 
 namespace h2::test {
 namespace {
 
 constexpr int64_t kBatch = 2, kTokens = 32, kMicroBatches = 2;
-
-std::vector<float> random_values(int64_t n, uint64_t seed, float scale) {
-  std::vector<float> v(static_cast<size_t>(n));
-  uint64_t s = seed;
-  for (float& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = scale * (float(s >> 40) / float(1ull << 24) - 0.5f);
-  }
-  return v;
-}
 
 struct Result {
   std::vector<std::vector<float>> input_grads, weight_grads;
@@ -43,10 +35,12 @@ Result run_block(std::string_view recipe, bool split) {
   Result r;
   for (int64_t mb = 0; mb < kMicroBatches; ++mb) {
     const int64_t n = kBatch * kTokens * cfg.dim;
-    const Tensor x = tensor_from_floats(random_values(n, 100 + mb, 2.0f),
-                                        {kBatch, kTokens, cfg.dim}, DType::f32, cpu);
-    const Tensor dy = tensor_from_floats(random_values(n, 200 + mb, 0.02f),
-                                         {kBatch, kTokens, cfg.dim}, DType::f32, cpu);
+    std::mt19937_64 rng(uint64_t(100 + mb));
+    const std::vector<float> xv = spread_values(rng, n);
+    std::vector<float> dyv = spread_values(rng, n);
+    for (float& v : dyv) v *= 0.01f;  // gradients far smaller than activations
+    const Tensor x = tensor_from_floats(xv, {kBatch, kTokens, cfg.dim}, DType::f32, cpu);
+    const Tensor dy = tensor_from_floats(dyv, {kBatch, kTokens, cfg.dim}, DType::f32, cpu);
     block.forward(x);
     r.input_grads.push_back(tensor_to_floats(block.backward(dy)));
   }
