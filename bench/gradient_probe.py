@@ -30,12 +30,15 @@ import json
 import pathlib
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+# The safetensors reader of the export tests (NumPy only), not a second one.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "python"))
+from llama_numpy import read_safetensors  # noqa: E402
 
 BETA1 = 0.9  # AdamW's default in optim/adamw.h; the run's optimizer must use it
 KINDS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -44,19 +47,8 @@ KINDS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_p
 def read_moments(path):
     """AdamW's first moments from a checkpoint shard: {parameter name: float64 array}."""
     prefix = "optimizer/m/"
-    with open(path, "rb") as f:
-        header_len = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(header_len))
-        data = f.read()
-    moments = {}
-    for key, entry in header.items():
-        if not key.startswith(prefix):
-            continue
-        if entry["dtype"] != "F32":
-            raise SystemExit(f"{path}: {key} is {entry['dtype']}, expected F32")
-        begin, end = entry["data_offsets"]
-        values = np.frombuffer(data[begin:end], dtype=np.float32).reshape(entry["shape"])
-        moments[key[len(prefix):]] = values.astype(np.float64)
+    moments = {k[len(prefix):]: v for k, v in read_safetensors(path).items()
+               if k.startswith(prefix)}
     if not moments:
         raise SystemExit(f"{path}: no optimizer/m/* tensors (not an AdamW checkpoint?)")
     return moments
@@ -137,8 +129,11 @@ def distance(grad, ref, keys):
     ref_sq = sum(float(np.sum(ref[k] ** 2)) for k in keys)
     if ref_sq == 0:
         return float("nan"), float("nan")
-    err_sq = sum(float(np.sum((grad[k] - ref[k]) ** 2)) for k in keys)
-    along = sum(float(np.sum((grad[k] - ref[k]) * ref[k])) for k in keys)
+    err_sq = along = 0.0
+    for k in keys:
+        diff = grad[k] - ref[k]
+        err_sq += float(np.sum(diff ** 2))
+        along += float(np.sum(diff * ref[k]))
     return (err_sq / ref_sq) ** 0.5, along / ref_sq
 
 
@@ -150,7 +145,6 @@ def rows_of_seed(seed, builds, args, scratch):
         print(f"  seed {seed}: {build} {recipe} ({i + 1}/{len(runs)})", file=sys.stderr,
               flush=True)
         work = scratch / f"run_{i}"
-        shutil.rmtree(work, ignore_errors=True)
         grads[(build, recipe)], losses[(build, recipe)] = one_step_gradient(
             paths[build], recipe, seed, args, work)
         shutil.rmtree(work, ignore_errors=True)
