@@ -31,10 +31,9 @@ recipe_sets() {
       echo "--set precision.target_recipe=bf16" ;;
     nvfp4_no_switch | mxfp4_no_switch) echo "--set precision.recipe=${1%_no_switch}" ;;
     # The MX recipes with the ceil scale rule instead of OCP's floor (no saturated elements).
-    mxfp8_ceil) echo "--set precision.recipe=mxfp8 --set precision.mx_scale=ceil" ;;
-    mxfp4_ceil)
-      echo "--set precision.recipe=mxfp4 --set precision.mx_scale=ceil"
-      echo "--set precision.target_after=0.8 --set precision.target_recipe=bf16" ;;
+    mxfp8_ceil | mxfp4_ceil)
+      recipe_sets "${1%_ceil}"
+      echo "--set precision.mx_scale=ceil" ;;
     *) echo "convergence.sh: unknown run '$1'" >&2; exit 2 ;;
   esac
 }
