@@ -131,6 +131,15 @@ bool process_alive(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= text.size() || text[paren + 2] != 'Z';
 }
 
+bool gone_within(pid_t pid, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (process_alive(pid)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

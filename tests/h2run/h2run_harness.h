@@ -59,6 +59,10 @@ int wait_for_pid_file(const std::string& path, double timeout_s = 20);
 
 // False when `pid` is gone or a zombie (dead, not yet reaped by its new parent).
 bool process_alive(pid_t pid);
+// Waits up to `timeout_s` for process_alive(pid) to turn false; whether it did. For processes
+// that h2run cannot reap (a rank's own children): a SIGKILL sent to their group is delivered
+// at once, but the process may still be exiting when h2run returns.
+bool gone_within(pid_t pid, double timeout_s);
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int free_port();

@@ -137,9 +137,11 @@ TEST(H2run, KillNineStopsTheOtherRanksWithinTenSeconds) {
   EXPECT_CONTAINS(r.err, "was killed by signal 9 (SIGKILL: Killed)");
   EXPECT_CONTAINS(r.err, "h2run:   [rank 1] first line\nh2run:   [rank 1] the last words\n");
   EXPECT_CONTAINS(r.out, "[rank 1] the last words\n");
-  EXPECT_FALSE(process_alive(rank0)) << rank0;
+  EXPECT_FALSE(process_alive(rank0)) << rank0;  // h2run reaped the ranks before it returned
   EXPECT_FALSE(process_alive(rank2)) << rank2;
-  EXPECT_FALSE(process_alive(child2)) << child2;
+  // Rank 2's child, in the group h2run killed, may take a moment longer to exit (under load:
+  // still alive when h2run returned in 1 of 41 runs).
+  EXPECT_TRUE(gone_within(child2, 10.0 - r.seconds)) << child2;
 }
 
 TEST(H2run, PassesOnTheFailingRanksExitCode) {
