@@ -13,7 +13,10 @@
 #   env: ROUNDS (3), H2 (build/bin/h2), PY (.venv-bench/bin/python), THREADS (2), TRIES (10),
 #        SHAPES ("tiny 124m"), TINY_STEPS (40 timed, after 5 warm-up), BIG_STEPS (4, after 2),
 #        DTYPE (f32; bf16: H2 trains in bf16, the peer under torch.autocast(cpu, bfloat16)),
-#        COMPILE (1: also the torch.compile'd peer; 0: eager only)
+#        COMPILE (1: also the torch.compile'd peer; 0: eager only),
+#        MAX_ISA (native; avx2 or avx512: both sides held to an older CPU's instruction set on
+#        this one: H2 by H2_CPU_MAX_ISA, PyTorch by ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS
+#        and ONEDNN_MAX_CPU_ISA, OpenBLAS by OPENBLAS_CORETYPE; written to OUT_DIR/max_isa.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/train-bench}
@@ -32,8 +35,18 @@ case $dtype in
   bf16) h2_dtype=(--set train.dtype=bf16) peer_dtype=(--autocast-bf16) ;;
   *) echo "DTYPE must be f32 or bf16, not '$dtype'" >&2; exit 2 ;;
 esac
+case ${MAX_ISA:-native} in
+  native) ;;
+  avx2) export H2_CPU_MAX_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
+    ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell ;;
+  avx512) export H2_CPU_MAX_ISA=avx512 ATEN_CPU_CAPABILITY=avx512 MKL_ENABLE_INSTRUCTIONS=AVX512 \
+    ONEDNN_MAX_CPU_ISA=AVX512_CORE OPENBLAS_CORETYPE=SkylakeX ;;
+  *) echo "MAX_ISA must be native, avx2 or avx512, not '$MAX_ISA'" >&2; exit 2 ;;
+esac
 mkdir -p "$out"
 : >"$out/load.txt"
+env | grep -E '^(H2_CPU_MAX_ISA|ATEN_CPU_CAPABILITY|MKL_ENABLE_INSTRUCTIONS|ONEDNN_MAX_CPU_ISA|OPENBLAS_CORETYPE)=' |
+  sort >"$out/max_isa.txt" || true
 
 source bench/quiet_machine.sh
 

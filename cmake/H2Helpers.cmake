@@ -30,6 +30,24 @@ function(h2_test_environment)
   endif()
 endfunction()
 
+# h2_add_capped_runs(TARGET LEVELS level... [FILTER pattern]): runs the GoogleTest executable
+# TARGET (all of it, or the cases FILTER matches) once more per level with H2_CPU_MAX_ISA=level
+# (core/cpu_features.h), as the tests TARGET_on_LEVEL: the dispatch paths of older CPUs (H2's
+# kernels and oneDNN's) forced on this one. Where the CPU has nothing above a level, its run
+# repeats the default one. Call h2_test_environment() after it, as for any add_test.
+function(h2_add_capped_runs target)
+  cmake_parse_arguments(ARG "" "FILTER" "LEVELS" ${ARGN})
+  set(filter "*")
+  if(ARG_FILTER)
+    set(filter "${ARG_FILTER}")
+  endif()
+  foreach(level ${ARG_LEVELS})
+    add_test(NAME ${target}_on_${level} COMMAND ${target} --gtest_brief=1 --gtest_filter=${filter})
+    set_tests_properties(${target}_on_${level} PROPERTIES LABELS unit ENVIRONMENT
+                                                          H2_CPU_MAX_ISA=${level})
+  endforeach()
+endfunction()
+
 # h2_add_backend(NAME SOURCES...): a backend library that may depend on core only.
 function(h2_add_backend name)
   add_library(h2_backend_${name} STATIC ${ARGN})

@@ -6,6 +6,9 @@
 #include <cpuid.h>
 #endif
 
+#include <cstdlib>
+#include <cstring>
+
 namespace h2 {
 namespace {
 
@@ -60,10 +63,78 @@ uint32_t probe() {
 }
 #endif
 
+constexpr uint32_t bit(CpuFeature f) {
+  return 1u << unsigned(f);
+}
+
+// The features each CpuIsaLevel leaves visible.
+uint32_t visible_features(CpuIsaLevel level) {
+  constexpr uint32_t avx2 = bit(CpuFeature::avx) | bit(CpuFeature::avx2) | bit(CpuFeature::fma) |
+                            bit(CpuFeature::f16c) | bit(CpuFeature::bmi2);
+  constexpr uint32_t avx512 = avx2 | bit(CpuFeature::avx512f) | bit(CpuFeature::avx512bw) |
+                              bit(CpuFeature::avx512dq) | bit(CpuFeature::avx512vl);
+  constexpr uint32_t avx512_bf16 = avx512 | bit(CpuFeature::avx512_bf16);
+  switch (level) {
+    case CpuIsaLevel::avx2:
+      return avx2;
+    case CpuIsaLevel::avx512:
+      return avx512;
+    case CpuIsaLevel::avx512_bf16:
+      return avx512_bf16;
+    case CpuIsaLevel::amx:
+      return avx512_bf16 | bit(CpuFeature::amx_bf16);
+    case CpuIsaLevel::native:
+      break;
+  }
+  return ~0u;
+}
+
+constexpr CpuIsaLevel kLevels[] = {CpuIsaLevel::avx2, CpuIsaLevel::avx512, CpuIsaLevel::avx512_bf16,
+                                   CpuIsaLevel::amx, CpuIsaLevel::native};
+
 }  // namespace
 
+const char* cpu_isa_level_name(CpuIsaLevel level) {
+  switch (level) {
+    case CpuIsaLevel::avx2:
+      return "avx2";
+    case CpuIsaLevel::avx512:
+      return "avx512";
+    case CpuIsaLevel::avx512_bf16:
+      return "avx512_bf16";
+    case CpuIsaLevel::amx:
+      return "amx";
+    case CpuIsaLevel::native:
+      break;
+  }
+  return "native";
+}
+
+bool parse_cpu_isa_level(const char* text, CpuIsaLevel* level) {
+  if (text == nullptr || *text == '\0') {
+    *level = CpuIsaLevel::native;
+    return true;
+  }
+  for (CpuIsaLevel candidate : kLevels)
+    if (std::strcmp(text, cpu_isa_level_name(candidate)) == 0) {
+      *level = candidate;
+      return true;
+    }
+  return false;
+}
+
+CpuIsaLevel cpu_isa_cap() {
+  static const CpuIsaLevel cap = [] {
+    CpuIsaLevel level = CpuIsaLevel::native;
+    if (!parse_cpu_isa_level(std::getenv("H2_CPU_MAX_ISA"), &level)) level = CpuIsaLevel::native;
+    return level;
+  }();
+  return cap;
+}
+
 bool cpu_has(CpuFeature f) {
-  static const uint32_t mask = probe();  // a fact of the machine, computed once
+  // A fact of the machine and the process's environment, computed once.
+  static const uint32_t mask = probe() & visible_features(cpu_isa_cap());
   return (mask >> unsigned(f)) & 1u;
 }
 

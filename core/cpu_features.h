@@ -4,6 +4,11 @@
 // checks them. One probe for the whole project: the CPU backend's load-time check
 // (backends/cpu/kernel_isa.h), the low-precision encoders and decoders (core/lowp) and the
 // K-block GEMM all ask here. (Clang 14's __builtin_cpu_supports does not know "f16c".)
+//
+// H2_CPU_MAX_ISA caps what the probe reports, so that every run-time choice (H2's kernels, and
+// oneDNN's through backends/cpu/kernels/gemm_onednn.cpp) takes the path of an older CPU: the
+// conformance tests run the AVX2 paths on an AVX-512 machine, and a benchmark measures what an
+// AVX2-only CPU would run. A cap only hides features; it never adds one the CPU lacks.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +30,24 @@ enum class CpuFeature : uint8_t {
              // (arch_prctl) before the first tile instruction, which oneDNN makes
 };
 
-// Whether the running CPU has `f` (false on other architectures). Probed once, on first use;
-// safe from any thread and from load-time constructors (cpuid and xgetbv only).
+// The newest instruction sets run-time dispatch may use, oldest first. Each level adds features
+// to the one before: avx2 (AVX, AVX2, FMA, F16C, BMI2), avx512 (AVX512F/BW/DQ/VL), avx512_bf16,
+// amx (AMX's bf16 tiles); native adds nothing and hides nothing.
+enum class CpuIsaLevel : uint8_t { avx2, avx512, avx512_bf16, amx, native };
+
+// H2_CPU_MAX_ISA's spelling of `level`, and its inverse: false for anything but those names
+// (an empty or null text is native). C strings only: the load-time check calls these.
+const char* cpu_isa_level_name(CpuIsaLevel level);
+bool parse_cpu_isa_level(const char* text, CpuIsaLevel* level);
+
+// H2_CPU_MAX_ISA, read once, on first use; native when unset or unparsable. Every CPU-executing
+// device rejects an unparsable value with a ConfigError when it starts (OneDnnGemm's
+// constructor), which this cannot do: it runs inside load-time constructors.
+CpuIsaLevel cpu_isa_cap();
+
+// Whether the running CPU has `f` and H2_CPU_MAX_ISA leaves it visible (false on other
+// architectures). Probed once, on first use; safe from any thread and from load-time
+// constructors (cpuid, xgetbv and getenv only).
 bool cpu_has(CpuFeature f);
 
 // AVX512F and AVX512BW, the pair that 512-bit byte and word kernels need, answered once per

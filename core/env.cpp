@@ -28,6 +28,11 @@ constexpr EnvKnob kKnobs[] = {
      "who runs fp8_blockwise's GEMMs on the CPU: h2 (its AVX512_BF16 kernel promoting each K "
      "block's sums in registers), onednn (one GEMM per K block, rescaled after), or auto (h2 where "
      "the CPU has AVX512_BF16 and no AMX)"},
+    {"H2_CPU_MAX_ISA", "native",
+     "newest instruction set the CPU kernels and oneDNN may dispatch to: avx2, avx512, "
+     "avx512_bf16, amx or native (whatever the CPU has); a lower level runs an older CPU's paths "
+     "here. OpenBLAS, which chooses when it loads, follows OPENBLAS_CORETYPE instead (Haswell "
+     "for avx2, SkylakeX for avx512)"},
     {"H2_CPU_PEAK_GFLOPS", "0",
      "CPU peak GFLOP/s that MFU figures (of every dtype) and h2 devices use; 0 measures it once "
      "per CPU, threads and GEMM library (2048^3 GEMMs in the job's dtype), cached in "

@@ -14,8 +14,10 @@
 #include "backends/cpu/kernel_isa.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/kblock_gemm.h"
+#include "core/cpu_features.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace h2::cpu {
 namespace {
@@ -30,6 +32,22 @@ std::string cpu_model_name() {
   while (std::getline(cpuinfo, line))
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   return "unknown CPU";
+}
+
+// OpenBLAS picks its kernels when it loads (OPENBLAS_CORETYPE, else the CPU), before H2 can cap
+// them: under H2_CPU_MAX_ISA the GEMMs it runs (inside attention and low-precision tiles, and
+// all of them with H2_CPU_GEMM=openblas) would still use the newer CPU's instructions. Says so.
+void warn_if_openblas_exceeds_the_cap() {
+  const CpuIsaLevel cap = cpu_isa_cap();
+  if (cap == CpuIsaLevel::native || cap == CpuIsaLevel::amx) return;
+  const std::string core = openblas_get_corename();
+  const bool avx512_core = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+  const bool bf16_core = core == "Cooperlake" || core == "SapphireRapids";
+  if ((cap == CpuIsaLevel::avx2 && avx512_core) || (cap == CpuIsaLevel::avx512 && bf16_core))
+    H2_LOG_WARN(
+        "H2_CPU_MAX_ISA={} does not reach OpenBLAS, which loaded its {} kernels: set "
+        "OPENBLAS_CORETYPE={} too",
+        cpu_isa_level_name(cap), core, cap == CpuIsaLevel::avx2 ? "Haswell" : "SkylakeX");
 }
 
 }  // namespace
@@ -68,6 +86,7 @@ CpuDevice::CpuDevice(const CpuOptions& options)
   // binary with a CPU device, and says the same to a caller that catches errors.
   const uint32_t missing_isa = kernel_isa_mask() & ~cpu_isa_mask();
   H2_CHECK(missing_isa == 0, "{}", isa_mismatch_message(missing_isa, kernel_arch()));
+  warn_if_openblas_exceeds_the_cap();
   if (options.threads > 0) {
     kernel_thread_setting().store(options.threads);
     openblas_set_num_threads(options.threads);  // for GEMMs called outside our parallel regions

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/gemm_blas.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -193,15 +194,18 @@ CpuPeak cpu_gemm_peak(KernelContext& context, int threads, bool bf16, const fs::
   const CpuIdentity cpu = CpuIdentity::of_this_machine();
   const std::string library = gemm_provider_name(context.gemm_provider());
   const std::string dtype = bf16 ? "bf16" : "f32";
+  // A capped run (H2_CPU_MAX_ISA) measures the older CPU's kernels: a peak of its own.
+  const std::string max_isa = cpu_isa_level_name(cpu_isa_cap());
   const std::string what =
-      fmt::format("{} {} GEMM {}^3, {} threads", library, dtype, kSize, threads);
+      fmt::format("{} {} GEMM {}^3, {} threads{}", library, dtype, kSize, threads,
+                  max_isa == "native" ? "" : ", H2_CPU_MAX_ISA=" + max_isa);
   std::optional<CacheLock> lock;
   if (!cache.empty()) lock.emplace(cache);
   nlohmann::json j = cache.empty() ? nlohmann::json::object() : read_cache(cache);
   auto same_key = [&](const nlohmann::json& e) {
     return e.is_object() && e.value("cpu", "") == cpu.model && e.value("flags", "") == cpu.flags &&
            e.value("threads", 0) == threads && e.value("gemm", "") == library &&
-           e.value("dtype", "") == dtype;
+           e.value("dtype", "") == dtype && e.value("max_isa", "native") == max_isa;
   };
   if (j.contains("entries"))
     for (const nlohmann::json& e : j["entries"])
@@ -231,6 +235,7 @@ CpuPeak cpu_gemm_peak(KernelContext& context, int threads, bool bf16, const fs::
                        {"threads", threads},
                        {"gemm", library},
                        {"dtype", dtype},
+                       {"max_isa", max_isa},
                        {"gflops", gflops},
                        {"measured_at", utc_now()}});
     write_cache(cache, j);

@@ -44,6 +44,9 @@ void isa_mismatch_text(uint32_t missing, const char* arch, char* out, size_t siz
       n += std::snprintf(out + n, size - size_t(n), "%s%s", separator, kIsaNames[i]);
       separator = ", ";
     }
+  if (cpu_isa_cap() != CpuIsaLevel::native && n >= 0 && size_t(n) < size)
+    n += std::snprintf(out + n, size - size_t(n), " (as H2_CPU_MAX_ISA=%s shows it)",
+                       cpu_isa_level_name(cpu_isa_cap()));
   if (n >= 0 && size_t(n) < size)
     std::snprintf(out + n, size - size_t(n),
                   ": rebuild with -DH2_CPU_ARCH=native for this machine, or -DH2_CPU_ARCH=x86-64 "

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_peak.h"
+#include "core/cpu_features.h"
 
 namespace h2::cpu {
 namespace {
@@ -80,6 +81,8 @@ TEST(CpuPeak, AMeasurementBesideABusyProcessIsUsedButNotCached) {
   fs::remove_all(cache.parent_path().parent_path());
 }
 
+// The key: CPU, flags, threads, library, dtype and H2_CPU_MAX_ISA (an entry without one, as
+// caches before the cap had, is the uncapped CPU's).
 TEST(CpuPeak, EntriesAreKeyedByThreadsAndLibraryAndOthersAreKept) {
   const fs::path cache = fresh_cache("keys");
   fs::create_directories(cache.parent_path());
@@ -96,15 +99,29 @@ TEST(CpuPeak, EntriesAreKeyedByThreadsAndLibraryAndOthersAreKept) {
                                {"threads", 7},
                                {"gemm", "openblas"},
                                {"dtype", "f32"},
-                               {"gflops", 888.0}}}}};
+                               {"gflops", 888.0}},
+                              {{"cpu", cpu.model},
+                               {"flags", cpu.flags},
+                               {"threads", 7},
+                               {"gemm", "openblas"},
+                               {"dtype", "f32"},
+                               {"max_isa", "avx2"},
+                               {"gflops", 999.0}}}}};
   std::ofstream(cache) << planted.dump();
   KernelContext blas(GemmProvider::openblas);
-  const CpuPeak measured =
-      cpu_gemm_peak(blas, 1, false, cache, kAnyLoad);  // neither entry is this key
-  EXPECT_NE(measured.gflops, 777.0);
-  EXPECT_NE(measured.gflops, 888.0);
-  EXPECT_EQ(read_json(cache)["entries"].size(), 3u);
-  EXPECT_DOUBLE_EQ(cpu_gemm_peak(blas, 7, false, cache, kAnyLoad).gflops, 888.0);
+  const CpuPeak measured = cpu_gemm_peak(blas, 1, false, cache, kAnyLoad);  // no entry is this key
+  for (double planted_gflops : {777.0, 888.0, 999.0}) EXPECT_NE(measured.gflops, planted_gflops);
+  EXPECT_EQ(read_json(cache)["entries"].size(), 4u);
+  const double seven = cpu_gemm_peak(blas, 7, false, cache, kAnyLoad).gflops;
+  const std::string cap = cpu_isa_level_name(cpu_isa_cap());
+  if (cap == "native") {
+    EXPECT_DOUBLE_EQ(seven, 888.0);
+  } else if (cap == "avx2") {
+    EXPECT_DOUBLE_EQ(seven, 999.0);
+  } else {
+    EXPECT_NE(seven, 888.0);
+    EXPECT_NE(seven, 999.0);
+  }
   fs::remove_all(cache.parent_path().parent_path());
 }
 

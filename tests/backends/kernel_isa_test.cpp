@@ -3,6 +3,7 @@
 // CPU without them gets.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -11,12 +12,32 @@
 #include "backends/cpu/kernel_context.h"
 #include "backends/cpu/kernel_isa.h"
 #include "backends/cpu/kernels/kblock_gemm.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/lowp/encode_avx512.h"
 
 namespace h2::cpu {
 namespace {
 
-// The first "flags" line of /proc/cpuinfo as a set.
+// The flags that H2_CPU_MAX_ISA=level hides, as /proc/cpuinfo spells them (written out here, not
+// taken from core/cpu_features.cpp, so that the two are checked against each other).
+std::set<std::string> hidden_by(const std::string& level) {
+  const std::set<std::string> avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl"};
+  std::set<std::string> hidden;
+  if (level == "avx2" || level == "avx512" || level == "avx512_bf16") hidden.insert("amx_bf16");
+  if (level == "avx2" || level == "avx512") hidden.insert("avx512_bf16");
+  if (level == "avx2") hidden.insert(avx512.begin(), avx512.end());
+  return hidden;
+}
+
+// This test process's H2_CPU_MAX_ISA ("" when unset).
+std::string max_isa_setting() {
+  const char* value = std::getenv("H2_CPU_MAX_ISA");
+  return value ? value : "";
+}
+
+// The first "flags" line of /proc/cpuinfo as a set, less what this process's H2_CPU_MAX_ISA
+// hides.
 std::set<std::string> proc_cpuinfo_flags() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -25,6 +46,7 @@ std::set<std::string> proc_cpuinfo_flags() {
     std::istringstream words(line.substr(line.find(':') + 1));
     std::set<std::string> flags;
     for (std::string w; words >> w;) flags.insert(w);
+    for (const std::string& hidden : hidden_by(max_isa_setting())) flags.erase(hidden);
     return flags;
   }
   return {};
@@ -93,9 +115,61 @@ TEST(KernelIsa, AMismatchNamesTheMissingFeaturesAndTheWayOut) {
   const uint32_t missing = (1u << 1) | (1u << 5);  // avx2, avx512f
   const std::string message = isa_mismatch_message(missing, "x86-64-v4");
   EXPECT_NE(message.find("-march=x86-64-v4"), std::string::npos) << message;
-  EXPECT_NE(message.find("lacks avx2, avx512f:"), std::string::npos) << message;
+  EXPECT_NE(message.find("lacks avx2, avx512f"), std::string::npos) << message;
+  // Under a cap the message says that the features are hidden, not absent.
+  const std::string cap = max_isa_setting();
+  const bool capped = !cap.empty() && cap != "native";
+  EXPECT_EQ(message.find("(as H2_CPU_MAX_ISA=" + cap + " shows it):") != std::string::npos, capped)
+      << message;
   EXPECT_NE(message.find("-DH2_CPU_ARCH=native"), std::string::npos) << message;
   EXPECT_NE(isa_mismatch_message(missing, "").find("(compiler default)"), std::string::npos);
+}
+
+// H2_CPU_MAX_ISA's levels by name: each spelling parses to its level and back, unset or empty is
+// native, anything else is refused by the parser and, naming the value, by a device's start.
+TEST(CpuIsaCap, LevelsParseByNameAndADeviceRefusesAnUnknownOne) {
+  for (CpuIsaLevel level : {CpuIsaLevel::avx2, CpuIsaLevel::avx512, CpuIsaLevel::avx512_bf16,
+                            CpuIsaLevel::amx, CpuIsaLevel::native}) {
+    CpuIsaLevel parsed = CpuIsaLevel::native;
+    EXPECT_TRUE(parse_cpu_isa_level(cpu_isa_level_name(level), &parsed));
+    EXPECT_EQ(parsed, level) << cpu_isa_level_name(level);
+  }
+  CpuIsaLevel parsed = CpuIsaLevel::avx2;
+  EXPECT_TRUE(parse_cpu_isa_level(nullptr, &parsed));
+  EXPECT_EQ(parsed, CpuIsaLevel::native);
+  parsed = CpuIsaLevel::avx2;
+  EXPECT_TRUE(parse_cpu_isa_level("", &parsed));
+  EXPECT_EQ(parsed, CpuIsaLevel::native);
+  EXPECT_FALSE(parse_cpu_isa_level("AVX2", &parsed));
+  EXPECT_FALSE(parse_cpu_isa_level("avx512f", &parsed));
+
+  const std::string saved = max_isa_setting();
+  setenv("H2_CPU_MAX_ISA", "sse2", 1);
+  try {
+    KernelContext context(GemmProvider::onednn);
+    ADD_FAILURE() << "no error for H2_CPU_MAX_ISA=sse2";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("H2_CPU_MAX_ISA='sse2'"), std::string::npos) << e.what();
+  }
+  if (saved.empty()) {
+    unsetenv("H2_CPU_MAX_ISA");
+  } else {
+    setenv("H2_CPU_MAX_ISA", saved.c_str(), 1);
+  }
+}
+
+// The cap holds what this process dispatches to: the features it reports (the KernelIsa tests
+// above compare them with /proc/cpuinfo less what the cap hides), the CPU's AVX-512 encoders, the
+// K-block kernel, and oneDNN's bf16 GEMMs, which H2 uses only with bf16 instructions (with
+// AVX-512 and none, oneDNN 2.6 emulates them at a third of its f32 rate).
+TEST(CpuIsaCap, OneDnnAndTheKernelsSeeOnlyTheVisibleFeatures) {
+  const std::set<std::string> flags = proc_cpuinfo_flags();
+  if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
+  const bool avx512 = flags.count("avx512f") && flags.count("avx512bw") &&
+                      flags.count("avx512dq") && flags.count("avx512vl");
+  EXPECT_EQ(lowp::detail::avx512_encoders_available(), avx512);
+  KernelContext context(GemmProvider::onednn);
+  EXPECT_EQ(context.onednn().native_bf16(), flags.count("avx512_bf16") || flags.count("amx_bf16"));
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/cpu_features.h"
+#include "core/env.h"
 #include "core/error.h"
 
 namespace h2::cpu {
@@ -120,13 +122,58 @@ struct OneDnnGemm::Impl {
   }
 };
 
-OneDnnGemm::OneDnnGemm() : impl_(std::make_unique<Impl>()) {
-  // A bf16 primitive can be made only where oneDNN has a bf16 kernel for this CPU.
-  try {
-    impl_->make({GemmDims{1, 16, 16, 16}, false, 0.0f, DType::bf16, DType::bf16});
-    native_bf16_ = true;
-  } catch (const dnnl::error&) {
-    native_bf16_ = false;
+namespace {
+
+// Holds oneDNN to H2_CPU_MAX_ISA (core/cpu_features.h), which the caller has parsed. oneDNN
+// takes a cap only before its first dispatch, so a second device's call is refused; what
+// matters is that the ISA it dispatches to is within the cap (cpu_isa_t values are nested bit
+// masks: a lower ISA's bits are a subset of a higher one's).
+void cap_onednn_dispatch(CpuIsaLevel cap) {
+  dnnl_cpu_isa_t limit = dnnl_cpu_isa_all;
+  switch (cap) {
+    case CpuIsaLevel::avx2:
+      limit = dnnl_cpu_isa_avx2;
+      break;
+    case CpuIsaLevel::avx512:
+      limit = dnnl_cpu_isa_avx512_core;
+      break;
+    case CpuIsaLevel::avx512_bf16:
+      limit = dnnl_cpu_isa_avx512_core_bf16;
+      break;
+    case CpuIsaLevel::amx:
+    case CpuIsaLevel::native:
+      return;
+  }
+  (void)dnnl_set_max_cpu_isa(limit);  // refused after oneDNN's first dispatch: checked below
+  const dnnl_cpu_isa_t effective = dnnl_get_effective_cpu_isa();
+  if ((unsigned(effective) & ~unsigned(limit)) != 0)
+    H2_THROW(ConfigError,
+             "H2_CPU_MAX_ISA={} cannot hold oneDNN, which already dispatches to ISA {:#x} (the "
+             "cap must be set before the process's first GEMM)",
+             cpu_isa_level_name(cap), unsigned(effective));
+}
+
+}  // namespace
+
+OneDnnGemm::OneDnnGemm() {
+  const std::string max_isa = env_string("H2_CPU_MAX_ISA");
+  CpuIsaLevel cap = CpuIsaLevel::native;
+  if (!parse_cpu_isa_level(max_isa.c_str(), &cap))
+    H2_THROW(ConfigError, "H2_CPU_MAX_ISA='{}' is not avx2, avx512, avx512_bf16, amx or native",
+             max_isa);
+  cap_onednn_dispatch(cpu_isa_cap());  // before this device's engine and first primitive
+  impl_ = std::make_unique<Impl>();
+  // bf16 GEMMs only with the CPU's bf16 instructions: oneDNN 2.6 also makes bf16 primitives on
+  // AVX-512 without them, emulated at 60-80 GFLOP/s where its f32 GEMMs run at 210-230 and
+  // widening to f32 at 130-190 (tiny's GEMMs on a Zen 4 capped to AVX512_CORE, 2 threads; the
+  // step took 2.3x its f32 step, docs/performance.md). And only where a primitive can be made.
+  native_bf16_ = cpu_has(CpuFeature::avx512_bf16) || cpu_has(CpuFeature::amx_bf16);
+  if (native_bf16_) {
+    try {
+      impl_->make({GemmDims{1, 16, 16, 16}, false, 0.0f, DType::bf16, DType::bf16});
+    } catch (const dnnl::error&) {
+      native_bf16_ = false;
+    }
   }
 }
 

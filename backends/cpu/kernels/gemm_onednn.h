@@ -1,7 +1,8 @@
 // Batched row-major GEMMs through oneDNN's matmul primitive (libdnnl, Debian's OpenMP build),
 // which picks its kernel by the CPU it runs on (AVX2, AVX-512, AVX512_BF16, AMX), never by the
-// machine that built H2. A primitive is made once per shape and kept: making one costs 50-120 us,
-// running a small one 10-100 us (bench/gemm_library_bench.cpp).
+// machine that built H2, up to H2_CPU_MAX_ISA (core/cpu_features.h). A primitive is made once per
+// shape and kept: making one costs 50-120 us, running a small one 10-100 us
+// (bench/gemm_library_bench.cpp).
 //
 // Shapes: out (batch, M, N) = alpha * op(a) @ op(b) + beta * out, with a (batch, M, K) or
 // (batch, K, M) stored when trans_a, b (batch or 1, K, N) or (.., N, K) when trans_b (1: one b
@@ -35,13 +36,16 @@ struct GemmCall {
 
 class OneDnnGemm {
  public:
+  // Throws ConfigError for an H2_CPU_MAX_ISA that is no level, or that oneDNN, having
+  // dispatched already, can no longer be held to.
   OneDnnGemm();
   ~OneDnnGemm();
   OneDnnGemm(const OneDnnGemm&) = delete;
   OneDnnGemm& operator=(const OneDnnGemm&) = delete;
 
-  // Whether oneDNN runs bf16 x bf16 GEMMs natively on this CPU (AVX512_BF16 or AMX; elsewhere it
-  // has no bf16 matmul and callers widen to f32).
+  // Whether oneDNN runs bf16 x bf16 GEMMs natively on this CPU (AVX512_BF16 or AMX, as
+  // H2_CPU_MAX_ISA leaves them; elsewhere it has no bf16 matmul, or an emulated one slower than
+  // f32, and callers widen to f32).
   bool native_bf16() const { return native_bf16_; }
   // Runs `call` on `threads` OpenMP threads (1 inside a parallel region). Throws Error naming
   // the shape if oneDNN refuses it.

@@ -88,9 +88,13 @@ TEST(PrecisionTraining, Fp8BlockwiseLearnsLikeFp32AndReportsItsFigures) {
   }
   // Compared on the held-out loss (2 batches): the final training loss is one 128-token batch,
   // which moves by about 6% with any change of rounding along the run (2.46 and 2.61 for two
-  // exact emulations of this recipe that differ only in the order of their FP32 sums).
-  EXPECT_NEAR(fp8.summary.final_eval_loss, fp32.summary.final_eval_loss,
-              0.05 * fp32.summary.final_eval_loss);
+  // exact emulations of this recipe that differ only in the order of their FP32 sums). The
+  // held-out loss moves too: FP32 ends at 3.085 on the AVX-512 paths and 3.180 on AVX2's
+  // (H2_CPU_MAX_ISA), and on every path this recipe ends 1-5% below it (3.124, 3.017, 3.020),
+  // its quantization noise a regulariser on a model this small. So no worse than 5% above FP32,
+  // and a loss far below it would mean something leaked.
+  EXPECT_LT(fp8.summary.final_eval_loss, 1.05 * fp32.summary.final_eval_loss);
+  EXPECT_GT(fp8.summary.final_eval_loss, 0.9 * fp32.summary.final_eval_loss);
   EXPECT_NE(fp8.summary.final_loss, fp32.summary.final_loss) << "nothing was quantized";
   EXPECT_TRUE(any_line_has(fp8, "precision of the block linears: fp8_blockwise x14"));
   EXPECT_TRUE(any_line_ends_with(fp8, "| fp8_blockwise x14 | sat 0"))
