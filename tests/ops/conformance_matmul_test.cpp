@@ -154,6 +154,19 @@ TEST_P(OpConformance, matmul_model_lm_head) {
   check_matmul(*this, {.d = {.M = 128, .N = 1000, .K = 256, .trans_b = true}});
 }
 
+// 201 rows of a shared b (K 200, N 300): where bf16/f16 are widened to f32, the CPU does it by
+// blocks of rows (at most 128 here, and a shorter last one), each block multiplied by one
+// thread; with alpha and beta, and b stored either way.
+TEST_P(OpConformance, matmul_rows_in_blocks_with_alpha_beta) {
+  H2_REQUIRE_OP(Op::matmul);
+  for (bool tb : {false, true})
+    check_matmul(*this,
+                 {.d = {.S = 3, .M = 67, .N = 300, .K = 200, .trans_b = tb, .b_shared = true},
+                  .alpha = 0.75f,
+                  .beta = 0.5f,
+                  .batched = true});
+}
+
 TEST_P(OpConformance, matmul_model_weight_grad) {
   H2_REQUIRE_OP(Op::matmul);  // dW (688, 256) += dOut^T (688, 128) @ x (128, 256)
   check_matmul(*this, {.d = {.M = 688, .N = 256, .K = 128, .trans_a = true}, .beta = 1.0f});
@@ -185,6 +198,8 @@ TEST_P(OpConformance, matmul_16bit_inputs_f32_out) {
     for (bool tb : {false, true}) check({.M = 7, .N = 5, .K = 13, .trans_a = ta, .trans_b = tb}, 0);
   // The weight gradient: dW (688, 256) += dy^T (688, 128) @ x (128, 256).
   check({.M = 688, .N = 256, .K = 128, .trans_a = true}, 1.0f);
+  // Rows in blocks (as matmul_rows_in_blocks_with_alpha_beta), the f32 out written in place.
+  check({.M = 201, .N = 300, .K = 200}, 1.0f);
   // Mixed dtypes beyond that are refused, naming them.
   const Tensor a16 = upload(rand(4 * 3), {4, 3});
   const Tensor b32 = upload(rand(3 * 2, -1, 1, DType::f32), {3, 2}, DType::f32);

@@ -29,11 +29,13 @@ struct Key {
   bool scaled;  // alpha != 1
   float beta;
   DType in, out;
+  bool user_scratchpad = false;  // run_alone's primitives: the caller passes the workspace
   bool operator==(const Key& o) const {
     const GemmDims &a = dims, &b = o.dims;
     return a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k && a.trans_a == b.trans_a &&
            a.trans_b == b.trans_b && a.b_shared == b.b_shared && a.lda == b.lda && a.ldb == b.ldb &&
-           scaled == o.scaled && beta == o.beta && in == o.in && out == o.out;
+           scaled == o.scaled && beta == o.beta && in == o.in && out == o.out &&
+           user_scratchpad == o.user_scratchpad;
   }
 };
 
@@ -46,7 +48,7 @@ struct KeyHash {
     mix(size_t(d.trans_a) | size_t(d.trans_b) << 1 | size_t(d.b_shared) << 2);
     mix(size_t(key.scaled));
     mix(std::hash<float>{}(key.beta));
-    mix(size_t(key.in) << 8 | size_t(key.out));
+    mix(size_t(key.in) << 8 | size_t(key.out) | size_t(key.user_scratchpad) << 16);
     return h;
   }
 };
@@ -96,20 +98,26 @@ Descs descs(const Key& key) {
 struct OneDnnGemm::Impl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   std::mutex mutex;  // guards the cache (primitives themselves are immutable)
-  std::unordered_map<Key, dnnl::matmul, KeyHash> primitives;
+  // A primitive and, for run_alone's, the workspace it expects.
+  struct Made {
+    dnnl::matmul matmul;
+    memory::desc scratchpad;
+  };
+  std::unordered_map<Key, Made, KeyHash> primitives;
 
-  dnnl::matmul make(const Key& key) const {
+  Made make(const Key& key) const {
     const Descs m = descs(key);
     dnnl::primitive_attr attr;
     dnnl::post_ops ops;
     if (key.scaled) ops.append_binary(dnnl::algorithm::binary_mul, alpha_desc());
     if (key.beta != 0.0f) ops.append_sum(key.beta);
     attr.set_post_ops(ops);
-    return dnnl::matmul(
-        dnnl::matmul::primitive_desc(dnnl::matmul::desc(m.a, m.b, m.c), attr, engine));
+    if (key.user_scratchpad) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m.a, m.b, m.c), attr, engine);
+    return {dnnl::matmul(pd), pd.scratchpad_desc()};
   }
 
-  dnnl::matmul primitive(const Key& key) {
+  Made primitive(const Key& key) {
     std::lock_guard lock(mutex);
     auto it = primitives.find(key);
     if (it == primitives.end()) {
@@ -118,7 +126,7 @@ struct OneDnnGemm::Impl {
       if (primitives.size() >= kMaxPrimitives) primitives.clear();
       it = primitives.emplace(key, make(key)).first;
     }
-    return it->second;  // a handle: copies share the primitive
+    return it->second;  // handles: copies share the primitive
   }
 };
 
@@ -179,17 +187,31 @@ OneDnnGemm::OneDnnGemm() {
 
 OneDnnGemm::~OneDnnGemm() = default;
 
-void OneDnnGemm::run(const GemmCall& call, const void* a, const void* b, void* out, int threads) {
-  const Key key{call.dims, call.alpha != 1.0f, call.beta, call.in, call.out};
+namespace {
+
+Key key_of(const GemmCall& call, bool user_scratchpad) {
   const GemmDims& d = call.dims;
   H2_CHECK(d.batch == 1 || (d.lda == 0 && d.ldb == 0),
            "oneDNN gemm: row strides (lda {}, ldb {}) need batch 1, not {}", d.lda, d.ldb, d.batch);
+  return {call.dims, call.alpha != 1.0f, call.beta, call.in, call.out, user_scratchpad};
+}
+
+[[noreturn]] void throw_refused(const GemmCall& call, const dnnl::error& e) {
+  const GemmDims& d = call.dims;
+  H2_THROW(Error,
+           "oneDNN matmul failed ({}, status {}) for batch {} x ({} x {} x {}){}{}, {} -> {}",
+           e.what(), int(e.status), d.batch, d.m, d.n, d.k, d.trans_a ? ", a transposed" : "",
+           d.trans_b ? ", b transposed" : "", dtype_name(call.in), dtype_name(call.out));
+}
+
+}  // namespace
+
+void OneDnnGemm::execute(const GemmCall& call, bool user_scratchpad, const void* a, const void* b,
+                         void* out, void* scratchpad) {
+  const Key key = key_of(call, user_scratchpad);
   try {
-    const dnnl::matmul matmul = impl_->primitive(key);
+    const Impl::Made made = impl_->primitive(key);
     const Descs m = descs(key);
-    // oneDNN's OpenMP runtime uses the calling thread's team size; in a parallel region it runs
-    // on the calling thread alone.
-    if (!omp_in_parallel() && omp_get_max_threads() != threads) omp_set_num_threads(threads);
     // A stream per call (a few hundred ns): calls from several threads never share one.
     dnnl::stream stream(impl_->engine);
     std::unordered_map<int, memory> args = {
@@ -200,14 +222,33 @@ void OneDnnGemm::run(const GemmCall& call, const void* a, const void* b, void* o
     if (key.scaled)
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
                    memory(alpha_desc(), impl_->engine, &alpha));
-    matmul.execute(stream, args);
+    if (user_scratchpad)
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(made.scratchpad, impl_->engine, scratchpad));
+    made.matmul.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
-    H2_THROW(Error,
-             "oneDNN matmul failed ({}, status {}) for batch {} x ({} x {} x {}){}{}, {} -> {}",
-             e.what(), int(e.status), d.batch, d.m, d.n, d.k, d.trans_a ? ", a transposed" : "",
-             d.trans_b ? ", b transposed" : "", dtype_name(call.in), dtype_name(call.out));
+    throw_refused(call, e);
   }
+}
+
+void OneDnnGemm::run(const GemmCall& call, const void* a, const void* b, void* out, int threads) {
+  // oneDNN's OpenMP runtime uses the calling thread's team size; in a parallel region it runs
+  // on the calling thread alone.
+  if (!omp_in_parallel() && omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  execute(call, false, a, b, out, nullptr);
+}
+
+size_t OneDnnGemm::scratchpad_bytes(const GemmCall& call) {
+  try {
+    return impl_->primitive(key_of(call, true)).scratchpad.get_size();
+  } catch (const dnnl::error& e) {
+    throw_refused(call, e);
+  }
+}
+
+void OneDnnGemm::run_alone(const GemmCall& call, const void* a, const void* b, void* out,
+                           void* scratchpad) {
+  execute(call, true, a, b, out, scratchpad);
 }
 
 }  // namespace h2::cpu

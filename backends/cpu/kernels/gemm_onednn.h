@@ -48,10 +48,21 @@ class OneDnnGemm {
   // f32, and callers widen to f32).
   bool native_bf16() const { return native_bf16_; }
   // Runs `call` on `threads` OpenMP threads (1 inside a parallel region). Throws Error naming
-  // the shape if oneDNN refuses it.
+  // the shape if oneDNN refuses it. Not from two threads at once: the primitives share the
+  // library's scratchpad (one primitive run by two threads together gave wrong sums).
   void run(const GemmCall& call, const void* a, const void* b, void* out, int threads);
 
+  // For several threads of one parallel region, each running its own GEMMs: the bytes of
+  // workspace `call` needs, and the run on the calling thread alone with `scratchpad` (at least
+  // that many bytes, 64-byte aligned, this thread's own). The primitives are made apart from
+  // run()'s, with a caller-owned scratchpad, so that concurrent runs share nothing mutable.
+  size_t scratchpad_bytes(const GemmCall& call);
+  void run_alone(const GemmCall& call, const void* a, const void* b, void* out, void* scratchpad);
+
  private:
+  void execute(const GemmCall& call, bool user_scratchpad, const void* a, const void* b, void* out,
+               void* scratchpad);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   bool native_bf16_ = false;

@@ -161,11 +161,76 @@ void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, con
   context.onednn().run(onednn_call(d, args, DType::f32, DType::f32), a, b, c, kernel_threads());
 }
 
+// Widening a row-major a by blocks of rows: each thread widens a block into its own buffer and
+// multiplies it at once, on its own, while the block is in its cache; b is widened once and
+// shared. Whole-operand widening wrote and re-read every f32 copy through memory: on the AVX2
+// path tiny's bf16 step spent 17% of its time converting (docs/performance.md). Only where b is
+// small (a layer's weight, which every block reads again from cache); larger ones the GEMM
+// library blocks better itself.
+constexpr int64_t kRowBlockFloats = 64 * 1024;        // a block of a and of a 16-bit out: 256 KB
+constexpr int64_t kSharedOperandFloats = 256 * 1024;  // b, read by every block: 1 MB
+
+bool widen_by_rows(const MatmulDims& d, const MatmulArgs& args) {
+  return d.K > 0 && !args.trans_a && (d.batch == 1 || d.b_shared) &&
+         d.K * d.N <= kSharedOperandFloats && !omp_in_parallel();
+}
+
+// One block: out rows (n, N) = alpha * a32 (n, K) @ op(b32) + beta * c32, on the calling thread.
+GemmCall rows_call(const MatmulDims& d, const MatmulArgs& args, int64_t n) {
+  return onednn_call({.batch = 1, .M = n, .N = d.N, .K = d.K}, args, DType::f32, DType::f32);
+}
+
+template <class T>
+void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
+                            KernelContext& context) {
+  const int64_t rows = d.batch * d.M, K = d.K, N = d.N;
+  const bool narrow_out = args.out.dtype() != DType::f32;
+  const bool onednn = context.gemm_provider() == GemmProvider::onednn;
+  // A multiple of 16 rows (the GEMM's row panels stay full), at least 32 where the cache budget
+  // allows fewer, and at most a thread's share, so that every thread gets a block.
+  const int64_t threads = kernel_threads();
+  const int64_t block = std::min(std::max<int64_t>(32, kRowBlockFloats / (K + N) / 16 * 16),
+                                 std::max<int64_t>(16, ceil_div(ceil_div(rows, threads), 16) * 16));
+  // Each thread's slot: its block of a, of a 16-bit out, and oneDNN's workspace (for the full
+  // block and the last, shorter one); all multiples of 16 floats, so each starts 64-byte aligned.
+  auto floats_of = [](size_t bytes) { return int64_t((bytes + 63) / 64 * 16); };
+  int64_t pad = 0;
+  if (onednn) {
+    pad = floats_of(context.onednn().scratchpad_bytes(rows_call(d, args, std::min(block, rows))));
+    if (rows % block != 0)
+      pad = std::max(
+          pad, floats_of(context.onednn().scratchpad_bytes(rows_call(d, args, rows % block))));
+  }
+  const int64_t a_floats = block * K, c_floats = narrow_out ? block * N : 0;
+  const int64_t slot = a_floats + c_floats + pad;
+  ScratchBuffer<float> b32(stream, size_t(K * N));
+  convert(args.b.data_as<T>(), b32.data(), K * N);
+  ScratchBuffer<float> slots(stream, size_t(slot * threads + 16));
+  float* aligned =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(slots.data()) + 63) / 64 * 64);
+  const T* a = args.a.data_as<T>();
+  parallel_chunks(rows, block, K * N, [&](int64_t r0, int64_t n) {
+    float* a32 = aligned + slot * omp_get_thread_num();
+    float* c32 = narrow_out ? a32 + a_floats : args.out.data_as<float>() + r0 * N;
+    float* workspace = a32 + a_floats + c_floats;
+    to_floats(a + r0 * K, n * K, a32);
+    if (narrow_out && args.beta != 0) to_floats(args.out.data_as<T>() + r0 * N, n * N, c32);
+    if (onednn) {
+      context.onednn().run_alone(rows_call(d, args, n), a32, b32.data(), c32, workspace);
+    } else {  // OpenBLAS, single-threaded inside a parallel region
+      sgemm(false, args.trans_b, n, N, K, args.alpha, a32, K, b32.data(), args.trans_b ? K : N,
+            args.beta, c32, N);
+    }
+    if (narrow_out) from_floats(c32, n * N, args.out.data_as<T>() + r0 * N);
+  });
+}
+
 // bf16/f16 inputs: f32 copies of a and b, one f32 product; a 16-bit out is widened when beta
 // reads it and rounded once at the end, an f32 out is written in place.
 template <class T>
 void matmul_widened(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
                     KernelContext& context) {
+  if (widen_by_rows(d, args)) return matmul_widened_by_rows<T>(d, args, stream, context);
   const int64_t a_elems = args.a.numel();
   const int64_t b_elems = args.b.numel();
   ScratchBuffer<float> a32(stream, size_t(a_elems));
