@@ -45,6 +45,10 @@ case ${MAX_ISA:-native} in
 esac
 mkdir -p "$out"
 : >"$out/load.txt"
+# torch.compile's kernels cached by one MAX_ISA crashed later runs under another ("free():
+# invalid pointer", PyTorch 2.15): each benchmark compiles into a cache of its own.
+export TORCHINDUCTOR_CACHE_DIR="$(cd "$out" && pwd)/inductor-cache"
+rm -rf "$TORCHINDUCTOR_CACHE_DIR"
 env | grep -E '^(H2_CPU_MAX_ISA|ATEN_CPU_CAPABILITY|MKL_ENABLE_INSTRUCTIONS|ONEDNN_MAX_CPU_ISA|OPENBLAS_CORETYPE)=' |
   sort >"$out/max_isa.txt" || true
 
