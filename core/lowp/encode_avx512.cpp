@@ -9,7 +9,7 @@
 // 64-bit lane j, so (lane | lane >> 28) has byte c_2j | c_2j+1 << 4 at the bottom, stored by a
 // truncating 64-to-8-bit store.
 //
-// Why not the portable loops with target_clones: GCC vectorised them with the random counters
+// Why not the portable loops built for x86-64-v4: GCC vectorised them with the random counters
 // multiplied per element, the codes bounced through a 64-byte buffer and the nibbles paired by
 // byte shuffles, and a quantizer had to write its scaled values out first. Here stochastic
 // rounding takes 0.49-0.52 ns per value instead of 0.80-0.87 on a Zen 4 core, round to nearest

@@ -6,12 +6,23 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "core/lowp/encode_avx512.h"
 #include "core/lowp/encode_batch.h"
 #include "core/lowp/format_codec.h"
 #include "core/lowp/formats.h"
 
 namespace h2::lowp {
+
+bool detail::run_v4_build() {
+#if defined(__x86_64__) && !defined(__clang__)
+  static const bool v4 = __builtin_cpu_supports("x86-64-v4") && cpu_has_avx512bw();
+  return v4;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 using codec::float_bits;
@@ -184,9 +195,11 @@ void encode_portable(const EncodeRun& run, EncodeStats* stats) {
   stats->saturated += counted.saturated;
 }
 
-H2_AVX512_CLONE
 void encode_portable_run(Format f, const EncodeRun& run, const char* what, EncodeStats* stats) {
-  with_element_format(f, what, [&](auto format) { encode_portable<decltype(format)>(run, stats); });
+  detail::in_fastest_build([&] {
+    with_element_format(f, what,
+                        [&](auto format) { encode_portable<decltype(format)>(run, stats); });
+  });
 }
 
 // A run on the AVX-512 path where `path`, the CPU and the run's blocks allow it, else on the

@@ -255,8 +255,8 @@ void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* o
 
 namespace {
 
-// decode_bf16_n, with the AVX512BW path where allowed and the CPU has it.
-H2_AVX512_CLONE
+// decode_bf16_n, with the AVX512BW path where allowed and the CPU has it (called through
+// in_fastest_build, which compiles it twice).
 void decode_bf16(Format f, const uint8_t* in, int64_t n, int64_t block, const float* multipliers,
                  uint16_t* out, bool allow_avx512) {
   H2_CHECK(multipliers == nullptr || (block > 0 && (f != Format::e2m1 || block % 2 == 0)),
@@ -298,12 +298,12 @@ void decode_bf16(Format f, const uint8_t* in, int64_t n, int64_t block, const fl
 
 void decode_bf16_n(Format f, const uint8_t* in, int64_t n, int64_t block, const float* multipliers,
                    uint16_t* out) {
-  decode_bf16(f, in, n, block, multipliers, out, true);
+  detail::in_fastest_build([&] { decode_bf16(f, in, n, block, multipliers, out, true); });
 }
 
 void decode_bf16_n_portable(Format f, const uint8_t* in, int64_t n, int64_t block,
                             const float* multipliers, uint16_t* out) {
-  decode_bf16(f, in, n, block, multipliers, out, false);
+  detail::in_fastest_build([&] { decode_bf16(f, in, n, block, multipliers, out, false); });
 }
 
 const float* decode_table(Format f) {
