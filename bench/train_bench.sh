@@ -49,8 +49,8 @@ mkdir -p "$out"
 # invalid pointer", PyTorch 2.15): each benchmark compiles into a cache of its own.
 export TORCHINDUCTOR_CACHE_DIR="$(cd "$out" && pwd)/inductor-cache"
 rm -rf "$TORCHINDUCTOR_CACHE_DIR"
-env | grep -E '^(H2_CPU_MAX_ISA|ATEN_CPU_CAPABILITY|MKL_ENABLE_INSTRUCTIONS|ONEDNN_MAX_CPU_ISA|OPENBLAS_CORETYPE)=' |
-  sort >"$out/max_isa.txt" || true
+caps='^(H2_CPU_MAX_ISA|ATEN_CPU_CAPABILITY|MKL_ENABLE_INSTRUCTIONS|ONEDNN_MAX_CPU_ISA'
+env | grep -E "$caps|OPENBLAS_CORETYPE)=" | sort >"$out/max_isa.txt" || true
 
 source bench/quiet_machine.sh
 

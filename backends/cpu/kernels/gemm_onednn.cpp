@@ -149,16 +149,28 @@ void cap_onednn_dispatch(CpuIsaLevel cap) {
       limit = dnnl_cpu_isa_avx512_core_bf16;
       break;
     case CpuIsaLevel::amx:
+      limit = dnnl_cpu_isa_avx512_core_amx;
+      break;
     case CpuIsaLevel::native:
       return;
   }
-  (void)dnnl_set_max_cpu_isa(limit);  // refused after oneDNN's first dispatch: checked below
+  // Refused after oneDNN's first dispatch (a second device) or where the library was built
+  // without the control: what the check below needs is only that it holds.
+  const dnnl_status_t set = dnnl_set_max_cpu_isa(limit);
   const dnnl_cpu_isa_t effective = dnnl_get_effective_cpu_isa();
   if ((unsigned(effective) & ~unsigned(limit)) != 0)
     H2_THROW(ConfigError,
-             "H2_CPU_MAX_ISA={} cannot hold oneDNN, which already dispatches to ISA {:#x} (the "
-             "cap must be set before the process's first GEMM)",
-             cpu_isa_level_name(cap), unsigned(effective));
+             "H2_CPU_MAX_ISA={} cannot hold oneDNN, which dispatches to ISA {:#x} (setting its "
+             "limit returned status {}: the cap must be set before the process's first GEMM, in "
+             "a oneDNN built with that control)",
+             cpu_isa_level_name(cap), unsigned(effective), int(set));
+}
+
+// Whether oneDNN dispatches to bf16 instructions (its effective ISA, which ONEDNN_MAX_CPU_ISA
+// may lower too, contains AVX512_CORE_BF16's bits; AMX's contain them).
+bool onednn_has_bf16_instructions() {
+  const unsigned bf16 = unsigned(dnnl_cpu_isa_avx512_core_bf16);
+  return (unsigned(dnnl_get_effective_cpu_isa()) & bf16) == bf16;
 }
 
 }  // namespace
@@ -169,13 +181,20 @@ OneDnnGemm::OneDnnGemm() {
   if (!parse_cpu_isa_level(max_isa.c_str(), &cap))
     H2_THROW(ConfigError, "H2_CPU_MAX_ISA='{}' is not avx2, avx512, avx512_bf16, amx or native",
              max_isa);
-  cap_onednn_dispatch(cpu_isa_cap());  // before this device's engine and first primitive
+  // cpu_has() read the variable when the process started; a value set since would be ignored.
+  if (cap != cpu_isa_cap())
+    H2_THROW(ConfigError,
+             "H2_CPU_MAX_ISA='{}' was set after the process started, which read '{}': set it in "
+             "the environment the process starts with",
+             max_isa, cpu_isa_level_name(cpu_isa_cap()));
+  cap_onednn_dispatch(cap);  // before this device's engine and first primitive
   impl_ = std::make_unique<Impl>();
   // bf16 GEMMs only with the CPU's bf16 instructions: oneDNN 2.6 also makes bf16 primitives on
   // AVX-512 without them, emulated at 60-80 GFLOP/s where its f32 GEMMs run at 210-230 and
   // widening to f32 at 130-190 (tiny's GEMMs on a Zen 4 capped to AVX512_CORE, 2 threads; the
-  // step took 2.3x its f32 step, docs/performance.md). And only where a primitive can be made.
-  native_bf16_ = cpu_has(CpuFeature::avx512_bf16) || cpu_has(CpuFeature::amx_bf16);
+  // step took 2.2x its f32 step, docs/performance.md). And only where a primitive can be made.
+  native_bf16_ = (cpu_has(CpuFeature::avx512_bf16) || cpu_has(CpuFeature::amx_bf16)) &&
+                 onednn_has_bf16_instructions();
   if (native_bf16_) {
     try {
       impl_->make({GemmDims{1, 16, 16, 16}, false, 0.0f, DType::bf16, DType::bf16});
@@ -207,7 +226,7 @@ Key key_of(const GemmCall& call, bool user_scratchpad) {
 }  // namespace
 
 void OneDnnGemm::execute(const GemmCall& call, bool user_scratchpad, const void* a, const void* b,
-                         void* out, void* scratchpad) {
+                         void* out, void* scratchpad, size_t bytes) {
   const Key key = key_of(call, user_scratchpad);
   try {
     const Impl::Made made = impl_->primitive(key);
@@ -222,8 +241,12 @@ void OneDnnGemm::execute(const GemmCall& call, bool user_scratchpad, const void*
     if (key.scaled)
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
                    memory(alpha_desc(), impl_->engine, &alpha));
-    if (user_scratchpad)
+    if (user_scratchpad) {
+      H2_CHECK(made.scratchpad.get_size() <= bytes,
+               "oneDNN gemm: the primitive needs {} bytes of scratchpad, given {}",
+               made.scratchpad.get_size(), bytes);
       args.emplace(DNNL_ARG_SCRATCHPAD, memory(made.scratchpad, impl_->engine, scratchpad));
+    }
     made.matmul.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
@@ -235,7 +258,7 @@ void OneDnnGemm::run(const GemmCall& call, const void* a, const void* b, void* o
   // oneDNN's OpenMP runtime uses the calling thread's team size; in a parallel region it runs
   // on the calling thread alone.
   if (!omp_in_parallel() && omp_get_max_threads() != threads) omp_set_num_threads(threads);
-  execute(call, false, a, b, out, nullptr);
+  execute(call, false, a, b, out, nullptr, 0);
 }
 
 size_t OneDnnGemm::scratchpad_bytes(const GemmCall& call) {
@@ -247,8 +270,8 @@ size_t OneDnnGemm::scratchpad_bytes(const GemmCall& call) {
 }
 
 void OneDnnGemm::run_alone(const GemmCall& call, const void* a, const void* b, void* out,
-                           void* scratchpad) {
-  execute(call, true, a, b, out, scratchpad);
+                           void* scratchpad, size_t bytes) {
+  execute(call, true, a, b, out, scratchpad, bytes);
 }
 
 }  // namespace h2::cpu

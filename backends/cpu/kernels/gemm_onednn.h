@@ -53,15 +53,17 @@ class OneDnnGemm {
   void run(const GemmCall& call, const void* a, const void* b, void* out, int threads);
 
   // For several threads of one parallel region, each running its own GEMMs: the bytes of
-  // workspace `call` needs, and the run on the calling thread alone with `scratchpad` (at least
-  // that many bytes, 64-byte aligned, this thread's own). The primitives are made apart from
-  // run()'s, with a caller-owned scratchpad, so that concurrent runs share nothing mutable.
+  // workspace `call` needs (call it before the region: it makes the primitive), and the run on
+  // the calling thread alone with `scratchpad` (`bytes` of this thread's own, 64-byte aligned;
+  // Error if the primitive needs more). The primitives are made apart from run()'s, with a
+  // caller-owned scratchpad, so that concurrent runs share nothing mutable.
   size_t scratchpad_bytes(const GemmCall& call);
-  void run_alone(const GemmCall& call, const void* a, const void* b, void* out, void* scratchpad);
+  void run_alone(const GemmCall& call, const void* a, const void* b, void* out, void* scratchpad,
+                 size_t bytes);
 
  private:
   void execute(const GemmCall& call, bool user_scratchpad, const void* a, const void* b, void* out,
-               void* scratchpad);
+               void* scratchpad, size_t bytes);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

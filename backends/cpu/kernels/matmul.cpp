@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <type_traits>
 
@@ -186,43 +187,58 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
   const int64_t rows = d.batch * d.M, K = d.K, N = d.N;
   const bool narrow_out = args.out.dtype() != DType::f32;
   const bool onednn = context.gemm_provider() == GemmProvider::onednn;
-  // A multiple of 16 rows (the GEMM's row panels stay full), at least 32 where the cache budget
-  // allows fewer, and at most a thread's share, so that every thread gets a block.
+  // A multiple of 16 rows (the GEMM's row panels stay full): as many as the 256 KB budget holds
+  // but at least 32 (over budget where K + N exceeds 2,048), and at most a thread's share, so that
+  // every thread gets a block.
   const int64_t threads = kernel_threads();
   const int64_t block = std::min(std::max<int64_t>(32, kRowBlockFloats / (K + N) / 16 * 16),
                                  std::max<int64_t>(16, ceil_div(ceil_div(rows, threads), 16) * 16));
+  const int64_t chunks = ceil_div(rows, block), last = rows - (chunks - 1) * block;
+  const int team = int(std::min(threads, chunks));
   // Each thread's slot: its block of a, of a 16-bit out, and oneDNN's workspace (for the full
-  // block and the last, shorter one); all multiples of 16 floats, so each starts 64-byte aligned.
+  // block and the last one); all multiples of 16 floats, so each starts 64-byte aligned.
   auto floats_of = [](size_t bytes) { return int64_t((bytes + 63) / 64 * 16); };
   int64_t pad = 0;
-  if (onednn) {
-    pad = floats_of(context.onednn().scratchpad_bytes(rows_call(d, args, std::min(block, rows))));
-    if (rows % block != 0)
-      pad = std::max(
-          pad, floats_of(context.onednn().scratchpad_bytes(rows_call(d, args, rows % block))));
-  }
+  if (onednn)
+    for (int64_t n : {std::min(block, rows), last})
+      pad = std::max(pad, floats_of(context.onednn().scratchpad_bytes(rows_call(d, args, n))));
   const int64_t a_floats = block * K, c_floats = narrow_out ? block * N : 0;
   const int64_t slot = a_floats + c_floats + pad;
   ScratchBuffer<float> b32(stream, size_t(K * N));
   convert(args.b.data_as<T>(), b32.data(), K * N);
-  ScratchBuffer<float> slots(stream, size_t(slot * threads + 16));
+  ScratchBuffer<float> slots(stream, size_t(slot * team + 16));
   float* aligned =
       reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(slots.data()) + 63) / 64 * 64);
   const T* a = args.a.data_as<T>();
-  parallel_chunks(rows, block, K * N, [&](int64_t r0, int64_t n) {
-    float* a32 = aligned + slot * omp_get_thread_num();
+  auto multiply_block = [&](float* a32, int64_t chunk) {
+    const int64_t r0 = chunk * block, n = std::min(block, rows - r0);
     float* c32 = narrow_out ? a32 + a_floats : args.out.data_as<float>() + r0 * N;
-    float* workspace = a32 + a_floats + c_floats;
     to_floats(a + r0 * K, n * K, a32);
     if (narrow_out && args.beta != 0) to_floats(args.out.data_as<T>() + r0 * N, n * N, c32);
     if (onednn) {
-      context.onednn().run_alone(rows_call(d, args, n), a32, b32.data(), c32, workspace);
+      context.onednn().run_alone(rows_call(d, args, n), a32, b32.data(), c32,
+                                 a32 + a_floats + c_floats, size_t(pad) * sizeof(float));
     } else {  // OpenBLAS, single-threaded inside a parallel region
       sgemm(false, args.trans_b, n, N, K, args.alpha, a32, K, b32.data(), args.trans_b ? K : N,
             args.beta, c32, N);
     }
     if (narrow_out) from_floats(c32, n * N, args.out.data_as<T>() + r0 * N);
-  });
+  };
+  // A team of its own size, so that thread numbers index the slots; an error (oneDNN refusing a
+  // shape) leaves the region as an exception_ptr and is thrown after it.
+  std::exception_ptr failure;
+#pragma omp parallel num_threads(team)
+  {
+    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+    try {
+      for (int64_t c = chunks * t / count; c < chunks * (t + 1) / count; ++c)
+        multiply_block(aligned + slot * t, c);
+    } catch (...) {
+#pragma omp critical(h2_matmul_rows_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 // bf16/f16 inputs: f32 copies of a and b, one f32 product; a 16-bit out is widened when beta
