@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 namespace h2 {
 namespace {
@@ -67,47 +68,28 @@ constexpr uint32_t bit(CpuFeature f) {
   return 1u << unsigned(f);
 }
 
-// The features each CpuIsaLevel leaves visible.
-uint32_t visible_features(CpuIsaLevel level) {
-  constexpr uint32_t avx2 = bit(CpuFeature::avx) | bit(CpuFeature::avx2) | bit(CpuFeature::fma) |
-                            bit(CpuFeature::f16c) | bit(CpuFeature::bmi2);
-  constexpr uint32_t avx512 = avx2 | bit(CpuFeature::avx512f) | bit(CpuFeature::avx512bw) |
-                              bit(CpuFeature::avx512dq) | bit(CpuFeature::avx512vl);
-  constexpr uint32_t avx512_bf16 = avx512 | bit(CpuFeature::avx512_bf16);
-  switch (level) {
-    case CpuIsaLevel::avx2:
-      return avx2;
-    case CpuIsaLevel::avx512:
-      return avx512;
-    case CpuIsaLevel::avx512_bf16:
-      return avx512_bf16;
-    case CpuIsaLevel::amx:
-      return avx512_bf16 | bit(CpuFeature::amx_bf16);
-    case CpuIsaLevel::native:
-      break;
-  }
-  return ~0u;
-}
-
-constexpr CpuIsaLevel kLevels[] = {CpuIsaLevel::avx2, CpuIsaLevel::avx512, CpuIsaLevel::avx512_bf16,
-                                   CpuIsaLevel::amx, CpuIsaLevel::native};
+// Each CpuIsaLevel, in the enum's order: its H2_CPU_MAX_ISA spelling and the features it leaves
+// visible, each level those of the one before and more.
+struct LevelInfo {
+  const char* name;
+  uint32_t visible;
+};
+constexpr uint32_t kAvx2 = bit(CpuFeature::avx) | bit(CpuFeature::avx2) | bit(CpuFeature::fma) |
+                           bit(CpuFeature::f16c) | bit(CpuFeature::bmi2);
+constexpr uint32_t kAvx512 = kAvx2 | bit(CpuFeature::avx512f) | bit(CpuFeature::avx512bw) |
+                             bit(CpuFeature::avx512dq) | bit(CpuFeature::avx512vl);
+constexpr uint32_t kAvx512Bf16 = kAvx512 | bit(CpuFeature::avx512_bf16);
+constexpr LevelInfo kLevels[] = {{"avx2", kAvx2},
+                                 {"avx512", kAvx512},
+                                 {"avx512_bf16", kAvx512Bf16},
+                                 {"amx", kAvx512Bf16 | bit(CpuFeature::amx_bf16)},
+                                 {"native", ~0u}};
+static_assert(std::size(kLevels) == size_t(CpuIsaLevel::native) + 1);
 
 }  // namespace
 
 const char* cpu_isa_level_name(CpuIsaLevel level) {
-  switch (level) {
-    case CpuIsaLevel::avx2:
-      return "avx2";
-    case CpuIsaLevel::avx512:
-      return "avx512";
-    case CpuIsaLevel::avx512_bf16:
-      return "avx512_bf16";
-    case CpuIsaLevel::amx:
-      return "amx";
-    case CpuIsaLevel::native:
-      break;
-  }
-  return "native";
+  return kLevels[size_t(level)].name;
 }
 
 bool parse_cpu_isa_level(const char* text, CpuIsaLevel* level) {
@@ -115,9 +97,9 @@ bool parse_cpu_isa_level(const char* text, CpuIsaLevel* level) {
     *level = CpuIsaLevel::native;
     return true;
   }
-  for (CpuIsaLevel candidate : kLevels)
-    if (std::strcmp(text, cpu_isa_level_name(candidate)) == 0) {
-      *level = candidate;
+  for (size_t i = 0; i < std::size(kLevels); ++i)
+    if (std::strcmp(text, kLevels[i].name) == 0) {
+      *level = CpuIsaLevel(i);
       return true;
     }
   return false;
@@ -134,7 +116,7 @@ CpuIsaLevel cpu_isa_cap() {
 
 bool cpu_has(CpuFeature f) {
   // A fact of the machine and the process's environment, computed once.
-  static const uint32_t mask = probe() & visible_features(cpu_isa_cap());
+  static const uint32_t mask = probe() & kLevels[size_t(cpu_isa_cap())].visible;
   return (mask >> unsigned(f)) & 1u;
 }
 
