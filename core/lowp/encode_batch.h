@@ -64,17 +64,13 @@ decltype(auto) with_element_format(Format f, const char* what, Fn&& fn) {
 // build) compiles both for the kernels' -march.
 namespace h2::lowp::detail {
 
-// Whether in_fastest_build takes the x86-64-v4 build; answered once per process.
+// Whether in_fastest_build takes the x86-64-v4 build (never in Clang builds or off x86-64);
+// answered once per process.
 bool run_v4_build();
 
 #if defined(__x86_64__) && !defined(__clang__)
 template <class Fn>
 [[gnu::target("arch=x86-64-v4"), gnu::flatten]] void v4_build(Fn fn) {
-  fn();
-}
-#else
-template <class Fn>
-[[gnu::flatten]] void v4_build(Fn fn) {
   fn();
 }
 #endif
@@ -89,11 +85,10 @@ template <class Fn>
 // that way, 0.8% without).
 template <class Fn>
 void in_fastest_build(Fn&& fn) {
-  if (run_v4_build()) {
-    v4_build(fn);
-  } else {
-    default_build(fn);
-  }
+#if defined(__x86_64__) && !defined(__clang__)
+  if (run_v4_build()) return v4_build(fn);
+#endif
+  default_build(fn);
 }
 
 }  // namespace h2::lowp::detail
