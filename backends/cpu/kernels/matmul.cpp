@@ -196,7 +196,8 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
   const int64_t chunks = ceil_div(rows, block), last = rows - (chunks - 1) * block;
   const int team = int(std::min(threads, chunks));
   // Each thread's slot: its block of a, of a 16-bit out, and oneDNN's workspace (for the full
-  // block and the last one); all multiples of 16 floats, so each starts 64-byte aligned.
+  // block and the last one); all multiples of 16 floats, so each starts 64-byte aligned, as the
+  // device's allocator aligns the whole.
   auto floats_of = [](size_t bytes) { return int64_t((bytes + 63) / 64 * 16); };
   int64_t pad = 0;
   if (onednn)
@@ -206,9 +207,7 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
   const int64_t slot = a_floats + c_floats + pad;
   ScratchBuffer<float> b32(stream, size_t(K * N));
   convert(args.b.data_as<T>(), b32.data(), K * N);
-  ScratchBuffer<float> slots(stream, size_t(slot * team + 16));
-  float* aligned =
-      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(slots.data()) + 63) / 64 * 64);
+  ScratchBuffer<float> slots(stream, size_t(slot * team));
   const T* a = args.a.data_as<T>();
   auto multiply_block = [&](float* a32, int64_t chunk) {
     const int64_t r0 = chunk * block, n = std::min(block, rows - r0);
@@ -232,7 +231,7 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
     const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
     try {
       for (int64_t c = chunks * t / count; c < chunks * (t + 1) / count; ++c)
-        multiply_block(aligned + slot * t, c);
+        multiply_block(slots.data() + slot * t, c);
     } catch (...) {
 #pragma omp critical(h2_matmul_rows_failure)
       if (!failure) failure = std::current_exception();
