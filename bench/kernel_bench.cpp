@@ -238,7 +238,8 @@ void encoder_table(const Settings& s) {
                    encode_ns(f, stochastic, lowp::EncodePath::portable, n, s));
   fmt::print(
       "\n8,199 values stay in L1; 704,512 are a gate projection's dy (1,024 x 688). The fastest "
-      "path is core/lowp/encode_avx512.cpp where the CPU has AVX512F/BW/DQ/VL, else the "
+      "path is core/lowp/encode_avx512.cpp where the CPU has AVX512F/BW/DQ/VL, else "
+      "core/lowp/encode_avx2.cpp where it has AVX2 (H2_CPU_MAX_ISA=avx2 forces it), else the "
       "portable loops.\n");
 }
 

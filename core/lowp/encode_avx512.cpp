@@ -76,20 +76,15 @@ template <bool kPin = true>
 // of round to nearest even where kNearest, of stochastic rounding where kStochastic (a pinned
 // constant is built even where the loop never reads it).
 template <class F, bool kNearest = true, bool kStochastic = true>
-struct Constants {
-  static constexpr uint32_t kDrop = 23 - F::kMantissaBits;  // FP32 mantissa bits dropped
-  static constexpr uint32_t kNormalBias = (127u - F::kBias) << F::kMantissaBits;
-  static constexpr uint32_t kMagicBits = (151u - F::kBias - F::kMantissaBits) << 23;
-  static constexpr uint32_t kMinNormalBits = (128u - F::kBias) << 23;
+struct Constants : RoundingConstants<F> {
+  using R = RoundingConstants<F>;
   __m512i abs_mask = pinned(splat(kF32AbsMask));
   __m512i inf = pinned(splat(kF32InfBits));
   __m512i one = pinned(splat(1));
-  // Round half up, less the exponent rebias moved above the dropped bits: (abs + this + odd) >>
-  // kDrop is the rebiased code wherever abs is at least the smallest normal (no borrow there).
-  __m512i rne_addend = pinned<kNearest>(splat((1u << (kDrop - 1)) - 1u - (kNormalBias << kDrop)));
-  __m512i normal_bias = pinned<kStochastic>(splat(kNormalBias));
-  __m512i magic = pinned<kNearest>(splat(kMagicBits));
-  __m512i min_normal = pinned(splat(kMinNormalBits));
+  __m512i rne_addend = pinned<kNearest>(splat(R::kRneAddend));
+  __m512i normal_bias = pinned<kStochastic>(splat(R::kNormalBias));
+  __m512i magic = pinned<kNearest>(splat(R::kMagicBits));
+  __m512i min_normal = pinned(splat(R::kMinNormalBits));
   __m512i overflow = pinned<kStochastic>(splat(F::kOverflowBits));
   __m512i overflow_span = pinned<kStochastic>(splat(kF32InfBits - F::kOverflowBits));
   __m512i max_magnitude = pinned<kNearest>(splat(F::kMaxMagnitude));
@@ -105,7 +100,7 @@ template <class F, bool N, bool S>
 [[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i rne_magnitude(__m512i abs,
                                                                       const Constants<F, N, S>& k) {
   static_assert(N, "round to nearest even needs its constants");
-  constexpr uint32_t kDrop = Constants<F>::kDrop;
+  constexpr uint32_t kDrop = RoundingConstants<F>::kDrop;
   const __m512i odd = _mm512_and_si512(srl32(abs, kDrop), k.one);
   const __m512i normal = srl32(_mm512_add_epi32(_mm512_add_epi32(abs, k.rne_addend), odd), kDrop);
   const __m512 sum = _mm512_add_ps(_mm512_castsi512_ps(abs), _mm512_castsi512_ps(k.magic));
@@ -120,14 +115,14 @@ template <class F, bool N, bool S>
 [[H2_ENCODE_TARGET, gnu::always_inline]] inline __m512i stochastic_magnitude(
     __m512i abs, __m512i random, const Constants<F, N, S>& k) {
   static_assert(S, "stochastic rounding needs its constants");
-  constexpr uint32_t kDrop = Constants<F>::kDrop;
+  constexpr uint32_t kDrop = RoundingConstants<F>::kDrop;
   const __m512i normal = _mm512_sub_epi32(
       srl32(_mm512_add_epi32(abs, srl32(random, 32 - kDrop)), kDrop), k.normal_bias);
   const __mmask16 subnormal_target = _mm512_cmplt_epu32_mask(abs, k.min_normal);
   // (Lanes past the subnormal range, NaN included, compute garbage here that the final select
   // drops; the conversions do not trap.) fraction: y - trunc(y), one VREDUCEPS.
-  constexpr float kQuantaPerUnit = static_cast<float>(1u << (F::kBias + F::kMantissaBits - 1));
-  const __m512 y = _mm512_mul_ps(_mm512_castsi512_ps(abs), _mm512_set1_ps(kQuantaPerUnit));
+  const __m512 y =
+      _mm512_mul_ps(_mm512_castsi512_ps(abs), _mm512_set1_ps(RoundingConstants<F>::kQuantaPerUnit));
   const __m512i whole = _mm512_maskz_cvttps_epi32(kAll16, y);
   const __m512 fraction = _mm512_maskz_reduce_ps(kAll16, y, _MM_FROUND_TO_ZERO);
   const __m512i threshold =
@@ -297,21 +292,6 @@ template <class F, bool kStochastic, bool kBf16, bool kPerValue>
   return totals;
 }
 
-template <class F, bool kStochastic>
-EncodeTotals encode_rounding(const EncodeRun& run) {
-  const bool per_value = run.multipliers != nullptr && run.block == 1;
-  if (run.bf16)
-    return per_value ? encode_loop<F, kStochastic, true, true>(run)
-                     : encode_loop<F, kStochastic, true, false>(run);
-  return per_value ? encode_loop<F, kStochastic, false, true>(run)
-                   : encode_loop<F, kStochastic, false, false>(run);
-}
-
-template <class F>
-EncodeTotals encode_format(const EncodeRun& run) {
-  return run.stochastic ? encode_rounding<F, true>(run) : encode_rounding<F, false>(run);
-}
-
 template <class F>
 [[H2_ENCODE_TARGET]] void encode_lanes(const uint32_t* bits, const uint32_t* random, int64_t n,
                                        bool saturate, uint8_t* codes) {
@@ -346,8 +326,10 @@ EncodeTotals encode_avx512(Format f, const EncodeRun& run) {
   H2_CHECK(avx512_encoders_available(), "encode_avx512: this CPU lacks AVX512F/BW/DQ/VL");
   H2_CHECK(avx512_takes(run), "encode_avx512: blocks of {} values are shorter than a step of 16",
            run.block);
-  return with_element_format(f, "encode_avx512",
-                             [&](auto format) { return encode_format<decltype(format)>(run); });
+  return with_loop_kind(f, run, "encode_avx512",
+                        [&](auto format, auto stochastic, auto bf16, auto per_value) {
+                          return encode_loop<decltype(format), stochastic, bf16, per_value>(run);
+                        });
 }
 
 void encode_lanes_avx512(Format f, const uint32_t* bits, const uint32_t* random, int64_t n,

@@ -15,13 +15,6 @@
 
 namespace h2::lowp::detail {
 
-// What the run saw: the largest |in[i]| as FP32 bits (NaN ignored; only with track_amax) and the
-// count of scaled values that round past the largest finite value (EncodeStats' meaning).
-struct EncodeTotals {
-  uint32_t amax_bits = 0;
-  int64_t saturated = 0;
-};
-
 // Whether this CPU runs the path (AVX512F, BW, DQ and VL).
 bool avx512_encoders_available();
 

@@ -1,5 +1,6 @@
 // The batch encoders of core/lowp/formats.h: each call is one EncodeRun (encode_batch.h), taken
-// by the AVX-512 loops (encode_avx512.cpp) where the CPU has them, else by the portable loops here:
+// by the AVX-512 loops (encode_avx512.cpp) or the AVX2 ones (encode_avx2.cpp), the widest the CPU
+// has, else by the portable loops here:
 // chunks of 64 elements with branch-free bodies that GCC vectorises, counting saturation (and,
 // when asked, gathering the amax) in the same pass. bf16 values and per-block multipliers reach
 // the portable loops as chunks of FP32 products.
@@ -7,6 +8,7 @@
 #include <cstring>
 
 #include "core/cpu_features.h"
+#include "core/lowp/encode_avx2.h"
 #include "core/lowp/encode_avx512.h"
 #include "core/lowp/encode_batch.h"
 #include "core/lowp/format_codec.h"
@@ -26,8 +28,11 @@ bool detail::run_v4_build() {
 namespace {
 
 using codec::float_bits;
+using detail::avx2_encoders_available;
+using detail::avx2_takes;
 using detail::avx512_encoders_available;
 using detail::avx512_takes;
+using detail::encode_avx2;
 using detail::encode_avx512;
 using detail::EncodeRun;
 using detail::EncodeTotals;
@@ -202,17 +207,21 @@ void encode_portable_run(Format f, const EncodeRun& run, const char* what, Encod
   });
 }
 
-// A run on the AVX-512 path where `path`, the CPU and the run's blocks allow it, else on the
-// portable loops; totals added to `stats`.
+void add_totals(const EncodeRun& run, const EncodeTotals& totals, EncodeStats* stats) {
+  if (stats == nullptr) return;
+  if (run.track_amax) stats->amax = std::max(stats->amax, codec::bits_float(totals.amax_bits));
+  stats->saturated += totals.saturated;
+}
+
+// A run on the widest vector path that `path`, the CPU and the run's blocks allow (AVX-512, then
+// AVX2), else on the portable loops; totals added to `stats`.
 void encode_run(Format f, const EncodeRun& run, const char* what, EncodeStats* stats,
                 EncodePath path) {
-  if (f != Format::e8m0 && path == EncodePath::fastest && avx512_encoders_available() &&
-      avx512_takes(run)) {
-    const EncodeTotals totals = encode_avx512(f, run);
-    if (stats == nullptr) return;
-    if (run.track_amax) stats->amax = std::max(stats->amax, codec::bits_float(totals.amax_bits));
-    stats->saturated += totals.saturated;
-    return;
+  if (f != Format::e8m0 && path == EncodePath::fastest) {
+    if (avx512_encoders_available() && avx512_takes(run))
+      return add_totals(run, encode_avx512(f, run), stats);
+    if (avx2_encoders_available() && avx2_takes(run))
+      return add_totals(run, encode_avx2(f, run), stats);
   }
   encode_portable_run(f, run, what, stats);
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/lowp/format_codec.h"
@@ -32,6 +33,30 @@ struct EncodeRun {
   bool track_amax = false;  // of the values before scaling, NaN ignored
 };
 
+// What a vector path's run saw: the largest |in[i]| as FP32 bits (NaN ignored; only with
+// track_amax) and the count of scaled values that round past the largest finite value
+// (EncodeStats' meaning).
+struct EncodeTotals {
+  uint32_t amax_bits = 0;
+  int64_t saturated = 0;
+};
+
+// The scalar constants of the vector paths' rounding, which is format_codec.h's encode_rne_batch
+// and encode_stochastic_batch lane by lane.
+template <class F>
+struct RoundingConstants {
+  static constexpr uint32_t kDrop = 23 - F::kMantissaBits;  // FP32 mantissa bits dropped
+  static constexpr uint32_t kNormalBias = (127u - F::kBias) << F::kMantissaBits;
+  static constexpr uint32_t kMagicBits = (151u - F::kBias - F::kMantissaBits) << 23;
+  static constexpr uint32_t kMinNormalBits = (128u - F::kBias) << 23;
+  // Round half up, less the exponent rebias moved above the dropped bits: (abs + this + odd) >>
+  // kDrop is the rebiased code wherever abs is at least the smallest normal (no borrow there).
+  static constexpr uint32_t kRneAddend = (1u << (kDrop - 1)) - 1u - (kNormalBias << kDrop);
+  // A magnitude in quanta of the subnormal grid is |x| times this (exact).
+  static constexpr float kQuantaPerUnit =
+      static_cast<float>(1u << (F::kBias + F::kMantissaBits - 1));
+};
+
 inline bool saturates(Overflow overflow) {
   return overflow == Overflow::saturate;
 }
@@ -50,6 +75,25 @@ decltype(auto) with_element_format(Format f, const char* what, Fn&& fn) {
       break;
   }
   H2_THROW(Error, "{}: e8m0 is a scale format, not an element format", what);
+}
+
+// The vector paths' loop instantiations: calls fn(format, stochastic, bf16, per_value) with
+// each as a compile-time constant (a codec format tag, std::bool_constant) for the run's case:
+// per_value when the run has one multiplier per value.
+template <class Fn>
+EncodeTotals with_loop_kind(Format f, const EncodeRun& run, const char* what, Fn&& fn) {
+  return with_element_format(f, what, [&](auto format) {
+    auto with_rounding = [&](auto stochastic) {
+      const bool per_value = run.multipliers != nullptr && run.block == 1;
+      if (run.bf16) {
+        return per_value ? fn(format, stochastic, std::true_type{}, std::true_type{})
+                         : fn(format, stochastic, std::true_type{}, std::false_type{});
+      }
+      return per_value ? fn(format, stochastic, std::false_type{}, std::true_type{})
+                       : fn(format, stochastic, std::false_type{}, std::false_type{});
+    };
+    return run.stochastic ? with_rounding(std::true_type{}) : with_rounding(std::false_type{});
+  });
 }
 
 }  // namespace h2::lowp::detail

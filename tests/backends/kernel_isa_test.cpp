@@ -14,6 +14,7 @@
 #include "backends/cpu/kernels/kblock_gemm.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/lowp/encode_avx2.h"
 #include "core/lowp/encode_avx512.h"
 
 namespace h2::cpu {
@@ -159,15 +160,16 @@ TEST(CpuIsaCap, LevelsParseByNameAndADeviceRefusesAnUnknownOne) {
 }
 
 // The cap holds what this process dispatches to: the features it reports (the KernelIsa tests
-// above compare them with /proc/cpuinfo less what the cap hides), the CPU's AVX-512 encoders, the
-// K-block kernel, and oneDNN's bf16 GEMMs, which H2 uses only with bf16 instructions (with
-// AVX-512 and none, oneDNN 2.6 emulates them at a third of its f32 rate).
+// above compare them with /proc/cpuinfo less what the cap hides), the CPU's AVX-512 and AVX2
+// encoders, the K-block kernel, and oneDNN's bf16 GEMMs, which H2 uses only with bf16
+// instructions (with AVX-512 and none, oneDNN 2.6 emulates them at a third of its f32 rate).
 TEST(CpuIsaCap, OneDnnAndTheKernelsSeeOnlyTheVisibleFeatures) {
   const std::set<std::string> flags = proc_cpuinfo_flags();
   if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
   const bool avx512 = flags.count("avx512f") && flags.count("avx512bw") &&
                       flags.count("avx512dq") && flags.count("avx512vl");
   EXPECT_EQ(lowp::detail::avx512_encoders_available(), avx512);
+  EXPECT_EQ(lowp::detail::avx2_encoders_available(), flags.count("avx2") == 1);
   KernelContext context(GemmProvider::onednn);
   EXPECT_EQ(context.onednn().native_bf16(), flags.count("avx512_bf16") || flags.count("amx_bf16"));
 }

@@ -1,7 +1,8 @@
-// Tests of the batch encoders (core/lowp/formats.h's encode_*_n, encode_batch.cpp and
-// encode_avx512.cpp) against the scalar reference bit for bit, on both paths (the AVX-512 loops
-// where this CPU has them, and the portable ones every CPU runs): every upper half of the FP32
-// pattern through each formulation, 10^6 mixed inputs, every short length, stochastic indices,
+// Tests of the batch encoders (core/lowp/formats.h's encode_*_n, encode_batch.cpp,
+// encode_avx512.cpp and encode_avx2.cpp) against the scalar reference bit for bit, on both paths
+// (the fastest this CPU has, which the capped reruns of this suite make the AVX2 one, and the
+// portable loops every CPU runs), and each vector path's lanes directly: every upper half of the
+// FP32 pattern through each formulation, 10^6 mixed inputs, every short length, stochastic indices,
 // per-block multipliers and bf16 values, and saturation counts against the rule computed in double.
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/lowp/encode_avx2.h"
 #include "core/lowp/encode_avx512.h"
 #include "core/lowp/format_codec.h"
 #include "core/lowp/formats.h"
@@ -106,24 +108,24 @@ TEST(LowpEncodeBatch, BatchStochasticFormulationMatchesTheReferenceOnEveryUpperH
       });
 }
 
-// The AVX-512 path's lanes (core/lowp/encode_avx512.h) against the reference on the same patterns
-// and random bits as the two tests above.
-TEST(LowpEncodeBatch, Avx512LanesMatchTheReferenceOnEveryUpperHalf) {
-  if (!detail::avx512_encoders_available()) GTEST_SKIP() << "this CPU lacks AVX512F/BW/DQ/VL";
+// A vector path's lanes (`lanes`: encode_lanes_avx512 or encode_lanes_avx2) against the
+// reference on the same patterns and random bits as the two tests above.
+using EncodeLanes = void (*)(Format, const uint32_t*, const uint32_t*, int64_t, bool, uint8_t*);
+void expect_lanes_match_the_reference(EncodeLanes lanes) {
   expect_every_upper_half_agrees(
-      7, [](auto format, uint32_t bits, bool saturate, std::mt19937& rng) {
+      7, [lanes](auto format, uint32_t bits, bool saturate, std::mt19937& rng) {
         using F = decltype(format);
         const Format f = std::is_same_v<F, codec::E4M3>   ? Format::e4m3
                          : std::is_same_v<F, codec::E5M2> ? Format::e5m2
                                                           : Format::e2m1;
         uint8_t code = 0;
-        detail::encode_lanes_avx512(f, &bits, nullptr, 1, saturate, &code);
+        lanes(f, &bits, nullptr, 1, saturate, &code);
         if (code != codec::encode_rne<F>(bits, saturate)) return std::string(" (round to nearest)");
         const std::array<uint32_t, 7> randoms = {
             0u, ~0u, 0x80000000u, 0x7fffffffu, uint32_t(rng()), uint32_t(rng()), uint32_t(rng())};
         const std::array<uint32_t, 7> patterns = {bits, bits, bits, bits, bits, bits, bits};
         std::array<uint8_t, 7> codes{};
-        detail::encode_lanes_avx512(f, patterns.data(), randoms.data(), 7, saturate, codes.data());
+        lanes(f, patterns.data(), randoms.data(), 7, saturate, codes.data());
         for (size_t j = 0; j < randoms.size(); ++j) {
           if (codes[j] != codec::encode_stochastic<F>(bits, randoms[j], saturate)) {
             std::ostringstream what;
@@ -133,6 +135,16 @@ TEST(LowpEncodeBatch, Avx512LanesMatchTheReferenceOnEveryUpperHalf) {
         }
         return std::string();
       });
+}
+
+TEST(LowpEncodeBatch, Avx512LanesMatchTheReferenceOnEveryUpperHalf) {
+  if (!detail::avx512_encoders_available()) GTEST_SKIP() << "this CPU lacks AVX512F/BW/DQ/VL";
+  expect_lanes_match_the_reference(detail::encode_lanes_avx512);
+}
+
+TEST(LowpEncodeBatch, Avx2LanesMatchTheReferenceOnEveryUpperHalf) {
+  if (!detail::avx2_encoders_available()) GTEST_SKIP() << "this CPU lacks AVX2";
+  expect_lanes_match_the_reference(detail::encode_lanes_avx2);
 }
 
 // Every length up to three 16-lane steps, on both paths: the codes of a partial last step and
@@ -273,8 +285,9 @@ TEST(LowpEncodeBatch, StridedStochasticDrawsAtTheStridedIndices) {
 
 // encode_scaled_n and encode_scaled_stochastic_n against the scalar reference of each value times
 // its block's multiplier: FP32 and bf16 values, one multiplier per value (1), blocks of whole
-// 16-value steps (16, 48) and blocks whose boundaries fall inside a step (17, 24, 100), one
-// multiplier for all, on both paths; an odd length.
+// steps (AVX2's 8 values: 8, 16, 24, 48; AVX-512's 16: 16, 48), blocks whose boundaries fall
+// inside a step (9, 12, 17, 24, 100; 12 is too short for the AVX-512 path and taken by the AVX2
+// one) and one multiplier for all, on both paths; an odd length.
 TEST(LowpEncodeBatch, ScaledEncodesMatchTheReferenceOfEachProduct) {
   const size_t n = 1001;
   const uint64_t seed = 79, first_index = 300, stride = 7;
@@ -294,8 +307,7 @@ TEST(LowpEncodeBatch, ScaledEncodesMatchTheReferenceOfEachProduct) {
     for (EncodePath path : kEncodePaths) {
       for (bool bf16 : {false, true}) {
         const std::vector<float>& values = bf16 ? x_bf16_values : x;
-        for (int64_t block : {int64_t(0), int64_t(1), int64_t(16), int64_t(17), int64_t(24),
-                              int64_t(48), int64_t(100)}) {
+        for (int64_t block : {0, 1, 8, 9, 12, 16, 17, 24, 48, 100}) {
           for (bool stochastic : {false, true}) {
             SCOPED_TRACE(::testing::Message()
                          << name(f) << " " << name(path) << " bf16 " << bf16 << " block " << block
