@@ -327,16 +327,25 @@ TEST(LowpFormats, CounterRandomIsAReproducibleUniformFunction) {
 
 // ---- batch --------------------------------------------------------------------------------
 
+// decode_n against the scalar decode times the multiplier: every code, every length up to 40,
+// NaN codes NaN with their sign, nothing written past n.
 TEST(LowpFormatsBatch, DecodeMatchesScalar) {
   std::vector<uint8_t> codes(256);
   for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
   for (Format f : kAllFormats) {
-    const int64_t n = f == Format::e2m1 ? 512 : 256;
-    std::vector<float> out(n);
-    decode_n(f, codes.data(), n, 0.5f, out.data());
-    for (int64_t i = 0; i < n; ++i) {
-      const uint8_t code = f == Format::e2m1 ? (codes[i / 2] >> ((i & 1) * 4)) & 15 : codes[i];
-      EXPECT_TRUE(same_bits_or_nan(out[i], decode(f, code) * 0.5f)) << name(f) << " " << i;
+    const int64_t every_code = f == Format::e2m1 ? 512 : 256;
+    for (float multiplier : {0.5f, -3.0f}) {
+      for (int64_t n = 0; n <= every_code; n += n < 40 ? 1 : every_code - 40) {
+        std::vector<float> out(size_t(n) + 1, 123.0f);
+        decode_n(f, codes.data(), n, multiplier, out.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const uint8_t code = f == Format::e2m1 ? (codes[i / 2] >> ((i & 1) * 4)) & 15 : codes[i];
+          const float expected = decode(f, code) * multiplier;
+          ASSERT_TRUE(same_bits_or_nan(out[i], expected)) << name(f) << " n=" << n << " i=" << i;
+          ASSERT_EQ(std::signbit(out[i]), std::signbit(expected)) << name(f) << " i=" << i;
+        }
+        EXPECT_EQ(out[size_t(n)], 123.0f) << name(f) << " wrote past n=" << n;
+      }
     }
   }
 }
