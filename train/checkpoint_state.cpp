@@ -3,15 +3,19 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+
 namespace h2::train {
 
 checkpoint::RankContents rank_contents(const std::vector<parallel::StatePiece>& pieces) {
   checkpoint::RankContents mine;
   for (const parallel::StatePiece& piece : pieces) {
     const int64_t rows = checkpoint::shard_rows(piece.master.shape());
-    const auto [begin, end] = piece.shares == 0
-                                  ? std::pair<int64_t, int64_t>{0, 0}
-                                  : checkpoint::even_rows(rows, piece.share, piece.shares);
+    // Named variables, not a structured binding: Clang before 16 (the fuzzing build's 14)
+    // refuses a lambda capturing a binding.
+    int64_t begin = 0, end = 0;
+    if (piece.shares != 0)
+      std::tie(begin, end) = checkpoint::even_rows(rows, piece.share, piece.shares);
     auto own = [&](std::vector<checkpoint::OwnedRows>& out, const std::string& name,
                    const Tensor& t) {
       out.push_back(
