@@ -217,7 +217,8 @@ void add_totals(const EncodeRun& run, const EncodeTotals& totals, EncodeStats* s
 // AVX2), else on the portable loops; totals added to `stats`.
 void encode_run(Format f, const EncodeRun& run, const char* what, EncodeStats* stats,
                 EncodePath path) {
-  if (f != Format::e8m0 && path == EncodePath::fastest) {
+  // (The vector paths read a first multiplier before their loops: not for an empty run.)
+  if (f != Format::e8m0 && path == EncodePath::fastest && run.n > 0) {
     if (avx512_encoders_available() && avx512_takes(run))
       return add_totals(run, encode_avx512(f, run), stats);
     if (avx2_encoders_available() && avx2_takes(run))
