@@ -1,8 +1,10 @@
 // The batch encoders' AVX2 path (see encode_avx2.h).
 //
 // Shapes: 8 FP32 lanes per step. A tail of n % 8 elements runs the same step on a zeroed copy of
-// its values (AVX2 has no 16-bit masked loads and no narrowing stores): zero lanes encode to code
-// 0, never saturate and leave the amax alone, and only the tail's codes are copied out. Random
+// its values (AVX2 has no 16-bit masked loads and no narrowing stores): the padding lanes'
+// products (0 times the multiplier: +0, or -0 or NaN for a negative or non-finite one) never
+// saturate and leave the amax alone, and only the tail's codes are copied out, E2M1's last high
+// nibble of an odd length cleared. Random
 // bits: the 8 64-bit counters key + (first_index + i * index_stride) * kCounterStep lie in two
 // 4-lane vectors, elements {0, 1, 4, 5} and {2, 3, 6, 7}, so that one shuffle of their high halves
 // gives the 8 lanes in order; both advance by 8 strides a step. AVX2 has no 64-bit multiply, so
@@ -329,6 +331,7 @@ template <class F, bool kStochastic, bool kBf16, bool kPerValue>
     store_codes<F>(encode_step<F, kStochastic>(load_values<kBf16>(values.data(), 0), multiplier,
                                                track_amax, k, random, totals),
                    codes.data());
+    if (F::kBits == 4 && left % 2 != 0) codes[size_t(left / 2)] &= 0x0f;  // (see Shapes)
     std::memcpy(out_at(i), codes.data(),
                 static_cast<size_t>(F::kBits == 8 ? left : (left + 1) / 2));
     result.saturated += totals.take_saturated();
@@ -362,7 +365,7 @@ template <class F>
 }  // namespace
 
 bool avx2_takes(const EncodeRun& run) {
-  return run.multipliers == nullptr || run.block == 1 || run.block >= kLanes || run.block >= run.n;
+  return vector_path_takes(run, kLanes);
 }
 
 bool avx2_encoders_available() {
@@ -387,6 +390,8 @@ void encode_lanes_avx2(Format f, const uint32_t* bits, const uint32_t* random, i
     encode_lanes<decltype(format)>(bits, random, n, saturate, codes);
   });
 }
+
+#undef H2_ENCODE_TARGET
 
 #else  // not x86-64: the portable loops only
 

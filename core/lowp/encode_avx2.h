@@ -1,9 +1,9 @@
-// The batch encoders' AVX2 path (core/lowp/encode_batch.cpp takes it at run time where the CPU has
-// AVX2 but the AVX-512 path is not available, whatever the build's -march): 8 elements per step in
-// explicit intrinsics, bit for bit the codes, saturation counts and amaxes of the portable loops
-// (format_codec.h's encode_rne_batch and encode_stochastic_batch, same formulation lane by lane),
-// bf16 values widened and scaled by their blocks' multipliers in registers, and the counter-based
-// random bits drawn 8 at a time.
+// The batch encoders' AVX2 path (core/lowp/encode_batch.cpp takes it at run time, whatever the
+// build's -march, where the CPU has AVX2 and the AVX-512 path does not take the run: no AVX-512,
+// or blocks of 8 to 15 values): 8 elements per step in explicit intrinsics, bit for bit the
+// codes, saturation counts and amaxes of the portable loops (format_codec.h's encode_rne_batch
+// and encode_stochastic_batch, same formulation lane by lane), bf16 values widened and scaled by
+// their blocks' multipliers in registers, and the counter-based random bits drawn 8 at a time.
 // Internal to core/lowp; tests reach it to compare the lane formulation with the reference on
 // chosen random bits.
 #pragma once

@@ -1,13 +1,15 @@
 // The batch encoders' AVX-512 path (see encode_avx512.h).
 //
 // Shapes: 16 FP32 lanes per step; a tail of n % 16 elements runs the same step with its lanes
-// masked (masked-off lanes load 0.0, which encodes to code 0, never saturates and leaves the
-// amax alone, so they change nothing and their codes are not stored). Random bits: the 16 64-bit
-// counters key + (first_index + i * index_stride) * kCounterStep lie in two 8-lane vectors that
-// advance by 16 strides a step (the same sums modulo 2^64 as the scalar product), go through
-// splitmix64's finaliser and give their high halves. E2M1: codes c_2j and c_2j+1 are the halves of
-// 64-bit lane j, so (lane | lane >> 28) has byte c_2j | c_2j+1 << 4 at the bottom, stored by a
-// truncating 64-to-8-bit store.
+// masked (masked-off lanes load 0.0, whose products, 0 times the multiplier, +0, or -0 or NaN for
+// a negative or non-finite one, never saturate and leave the amax alone; their codes are not
+// stored, and E2M1's last high nibble of an odd length is cleared). (Masking the products
+// instead, by a zero-masking multiply in every step, cost round to nearest 27%.)
+// Random bits: the 16 64-bit counters key + (first_index + i * index_stride) * kCounterStep lie in
+// two 8-lane vectors that advance by 16 strides a step (the same sums modulo 2^64 as the scalar
+// product), go through splitmix64's finaliser and give their high halves. E2M1: codes c_2j and
+// c_2j+1 are the halves of 64-bit lane j, so (lane | lane >> 28) has byte c_2j | c_2j+1 << 4 at the
+// bottom, stored by a truncating 64-to-8-bit store.
 //
 // Why not the portable loops built for x86-64-v4: GCC vectorised them with the random counters
 // multiplied per element, the codes bounced through a 64-byte buffer and the nibbles paired by
@@ -197,13 +199,16 @@ template <class F>
       _mm512_mask_cvtepi32_storeu_epi8(out + i, __mmask16((1u << left) - 1u), codes);
     }
   } else {
-    const __m512i pairs = _mm512_or_si512(codes, srl64(codes, 28));
     if (left >= 16) {
+      const __m512i pairs = _mm512_or_si512(codes, srl64(codes, 28));
       _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i / 2),
                        _mm512_maskz_cvtepi64_epi8(kAll8, pairs));
     } else {
+      // The lanes past the end coded 0 first: an odd length's last high nibble is one of them.
+      const __m512i own = _mm512_maskz_mov_epi32(__mmask16((1u << left) - 1u), codes);
       const int64_t bytes = (left + 1) / 2;
-      _mm512_mask_cvtepi64_storeu_epi8(out + i / 2, __mmask8((1u << bytes) - 1u), pairs);
+      _mm512_mask_cvtepi64_storeu_epi8(out + i / 2, __mmask8((1u << bytes) - 1u),
+                                       _mm512_or_si512(own, srl64(own, 28)));
     }
   }
 }
@@ -312,7 +317,7 @@ template <class F>
 }  // namespace
 
 bool avx512_takes(const EncodeRun& run) {
-  return run.multipliers == nullptr || run.block == 1 || run.block >= 16 || run.block >= run.n;
+  return vector_path_takes(run, 16);
 }
 
 bool avx512_encoders_available() {
@@ -339,6 +344,8 @@ void encode_lanes_avx512(Format f, const uint32_t* bits, const uint32_t* random,
     encode_lanes<decltype(format)>(bits, random, n, saturate, codes);
   });
 }
+
+#undef H2_ENCODE_TARGET
 
 #else  // not x86-64: the portable loops only
 

@@ -1,6 +1,7 @@
 // Internals shared by core/lowp's batch encoders and decoders (formats.cpp, encode_batch.cpp,
-// encode_avx512.cpp): one batch encode as every path takes it, the format dispatch and the
-// compile-twice attribute of the portable loops.
+// encode_avx512.cpp, encode_avx2.cpp): one batch encode as every path takes it, what the vector
+// paths share (their totals, rounding constants, instantiations and which runs they take), the
+// format dispatch and the compile-twice attribute of the portable loops.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +57,12 @@ struct RoundingConstants {
   static constexpr float kQuantaPerUnit =
       static_cast<float>(1u << (F::kBias + F::kMantissaBits - 1));
 };
+
+// Whether a vector path of `lanes` lanes takes the run: one multiplier (or one block), one per
+// value, or blocks of at least `lanes` values (a step then reaches into two blocks at most).
+inline bool vector_path_takes(const EncodeRun& run, int64_t lanes) {
+  return run.multipliers == nullptr || run.block == 1 || run.block >= lanes || run.block >= run.n;
+}
 
 inline bool saturates(Overflow overflow) {
   return overflow == Overflow::saturate;

@@ -90,8 +90,8 @@ struct EncodeStats {
 };
 
 // Which loops a batch encoder runs: the fastest this CPU has (explicit AVX-512 where it has
-// AVX512F/BW/DQ/VL, core/lowp/encode_avx512.h) or the portable ones every other CPU runs; the same
-// bits either way (tests check both on a CPU that has the first).
+// AVX512F/BW/DQ/VL, core/lowp/encode_avx512.h, else explicit AVX2, core/lowp/encode_avx2.h) or
+// the portable ones every CPU can run; the same bits either way (tests check each).
 enum class EncodePath : uint8_t { fastest, portable };
 
 // out[i] = encode(f, in[i] * multiplier) for i < n. For E2M1, `out` is packed (n+1)/2 bytes and

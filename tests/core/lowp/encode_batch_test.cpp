@@ -147,34 +147,112 @@ TEST(LowpEncodeBatch, Avx2LanesMatchTheReferenceOnEveryUpperHalf) {
   expect_lanes_match_the_reference(detail::encode_lanes_avx2);
 }
 
-// Every length up to three 16-lane steps, on both paths: the codes of a partial last step and
-// nothing written past the end (E2M1: an odd length's last high nibble 0).
+// Every length up to three 16-lane steps, on both paths, with a positive, a negative and an
+// infinite multiplier: the codes of a partial last step and nothing written past the end (E2M1:
+// an odd length's last high nibble 0, though the padding lanes' products are -0 or NaN there).
 TEST(LowpEncodeBatch, EveryShortLengthEncodesAndStopsAtTheEnd) {
   for (Format f : kElementFormats) {
     const auto x = mixed_inputs(f, 48, 51 + static_cast<int>(f));
     for (EncodePath path : kEncodePaths) {
-      for (size_t n = 0; n <= x.size(); ++n) {
-        for (bool stochastic : {false, true}) {
-          const size_t bytes = f == Format::e2m1 ? (n + 1) / 2 : n;
-          std::vector<uint8_t> out(bytes + 2, 0xab);
-          if (stochastic) {
-            encode_stochastic_n(f, x.data(), int64_t(n), 2.0f, 9, 100, out.data(),
-                                Overflow::saturate, nullptr, path);
-          } else {
-            encode_n(f, x.data(), int64_t(n), 2.0f, out.data(), Overflow::saturate, nullptr, path);
+      for (float m : {2.0f, -2.0f, kInf}) {
+        for (size_t n = 0; n <= x.size(); ++n) {
+          for (bool stochastic : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << name(f) << " " << name(path) << " m=" << m
+                                              << " n=" << n << " stochastic " << stochastic);
+            const size_t bytes = f == Format::e2m1 ? (n + 1) / 2 : n;
+            std::vector<uint8_t> out(bytes + 2, 0xab);
+            if (stochastic) {
+              encode_stochastic_n(f, x.data(), int64_t(n), m, 9, 100, out.data(),
+                                  Overflow::saturate, nullptr, path);
+            } else {
+              encode_n(f, x.data(), int64_t(n), m, out.data(), Overflow::saturate, nullptr, path);
+            }
+            for (size_t i = 0; i < n; ++i) {
+              const uint8_t expected =
+                  stochastic ? encode_stochastic(f, x[i] * m, counter_random(9, 100 + i))
+                             : encode(f, x[i] * m);
+              ASSERT_EQ(code_at(f, out, i), expected) << "i=" << i;
+            }
+            if (f == Format::e2m1 && n % 2 == 1) {
+              EXPECT_EQ(out[bytes - 1] >> 4, 0) << "odd tail's high nibble";
+            }
+            EXPECT_EQ(out[bytes], 0xab);
+            EXPECT_EQ(out[bytes + 1], 0xab);
           }
-          for (size_t i = 0; i < n; ++i) {
-            const uint8_t expected =
-                stochastic ? encode_stochastic(f, x[i] * 2.0f, counter_random(9, 100 + i))
-                           : encode(f, x[i] * 2.0f);
-            ASSERT_EQ(code_at(f, out, i), expected)
-                << name(f) << " " << name(path) << " n=" << n << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+// Each vector path this CPU has (detail::encode_avx512, detail::encode_avx2), called directly,
+// against the portable loops on the same run: codes, saturation count and amax, for FP32 and
+// bf16 values, one multiplier per value, blocks of a path's step and longer with boundaries on
+// and inside steps (whatever the build's -march, so also where the capped reruns cannot run),
+// one block for all, both roundings, lengths around the steps and a long odd one. Multipliers of
+// both signs, in an array exactly as long as the blocks need.
+TEST(LowpEncodeBatch, VectorPathsMatchThePortableLoops) {
+  using VectorPath = detail::EncodeTotals (*)(Format, const detail::EncodeRun&);
+  std::vector<std::pair<const char*, VectorPath>> paths;
+  if (detail::avx512_encoders_available()) paths.emplace_back("avx512", detail::encode_avx512);
+  if (detail::avx2_encoders_available()) paths.emplace_back("avx2", detail::encode_avx2);
+  if (paths.empty()) GTEST_SKIP() << "this CPU has no vector encoders";
+  std::mt19937 rng(11);
+  for (Format f : kElementFormats) {
+    const auto x = mixed_inputs(f, 1013, 71 + static_cast<int>(f));
+    std::vector<uint16_t> x_bf16(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x_bf16[i] = uint16_t(std::bit_cast<uint32_t>(x[i]) >> 16);
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 33, 1013}) {
+      for (int64_t block : {int64_t(1), int64_t(8), int64_t(9), int64_t(12), int64_t(16),
+                            int64_t(17), int64_t(100), n}) {
+        std::vector<float> multipliers(size_t((n + block - 1) / block));
+        for (float& m : multipliers)
+          m = std::ldexp(rng() % 2 ? -1.0f : 1.0f, int(rng() % 9) - 4) * (1 + float(rng() % 7));
+        for (bool bf16 : {false, true}) {
+          for (bool stochastic : {false, true}) {
+            const detail::EncodeRun run{.in = bf16 ? static_cast<const void*>(x_bf16.data())
+                                                   : static_cast<const void*>(x.data()),
+                                        .bf16 = bf16,
+                                        .n = n,
+                                        .multipliers = multipliers.data(),
+                                        .block = block,
+                                        .saturate = n % 2 == 0,
+                                        .stochastic = stochastic,
+                                        .key = codec::random_key(5),
+                                        .first_index = 40,
+                                        .index_stride = 3,
+                                        .track_amax = true};
+            const ScaledValues in{.values = run.in,
+                                  .bf16 = bf16,
+                                  .n = n,
+                                  .multipliers = multipliers.data(),
+                                  .block = block};
+            const Overflow o = run.saturate ? Overflow::saturate : Overflow::standard;
+            const size_t bytes = size_t(f == Format::e2m1 ? (n + 1) / 2 : n);
+            std::vector<uint8_t> expected(bytes + 1, 0xab);
+            EncodeStats expected_stats;
+            if (stochastic) {
+              encode_scaled_stochastic_n(f, in, 5, 40, 3, expected.data(), o, &expected_stats,
+                                         EncodePath::portable);
+            } else {
+              encode_scaled_n(f, in, expected.data(), o, &expected_stats, EncodePath::portable);
+            }
+            for (const auto& [path_name, encode] : paths) {
+              if (path_name == std::string("avx512") ? !detail::avx512_takes(run)
+                                                     : !detail::avx2_takes(run))
+                continue;
+              SCOPED_TRACE(::testing::Message()
+                           << path_name << " " << name(f) << " n=" << n << " block " << block
+                           << " bf16 " << bf16 << " stochastic " << stochastic);
+              std::vector<uint8_t> out(bytes + 1, 0xab);
+              detail::EncodeRun into = run;
+              into.out = out.data();
+              const detail::EncodeTotals totals = encode(f, into);
+              ASSERT_EQ(out, expected);
+              EXPECT_EQ(totals.saturated, expected_stats.saturated);
+              EXPECT_EQ(std::bit_cast<float>(totals.amax_bits), expected_stats.amax);
+            }
           }
-          if (f == Format::e2m1 && n % 2 == 1) {
-            EXPECT_EQ(out[bytes - 1] >> 4, 0) << n;
-          }
-          EXPECT_EQ(out[bytes], 0xab) << name(f) << " " << name(path) << " n=" << n;
-          EXPECT_EQ(out[bytes + 1], 0xab) << name(f) << " " << name(path) << " n=" << n;
         }
       }
     }
@@ -285,9 +363,10 @@ TEST(LowpEncodeBatch, StridedStochasticDrawsAtTheStridedIndices) {
 
 // encode_scaled_n and encode_scaled_stochastic_n against the scalar reference of each value times
 // its block's multiplier: FP32 and bf16 values, one multiplier per value (1), blocks of whole
-// steps (AVX2's 8 values: 8, 16, 24, 48; AVX-512's 16: 16, 48), blocks whose boundaries fall
-// inside a step (9, 12, 17, 24, 100; 12 is too short for the AVX-512 path and taken by the AVX2
-// one) and one multiplier for all, on both paths; an odd length.
+// steps (8, 16, 24 and 48 for AVX2's 8 values; 16 and 48 for AVX-512's 16), blocks whose
+// boundaries fall inside a step (9, 12, 17, 100; and 24 for AVX-512; 12 is too short for the
+// AVX-512 path and taken by the AVX2 one) and one multiplier for all, on both paths; an odd
+// length.
 TEST(LowpEncodeBatch, ScaledEncodesMatchTheReferenceOfEachProduct) {
   const size_t n = 1001;
   const uint64_t seed = 79, first_index = 300, stride = 7;
