@@ -1,7 +1,7 @@
 // Low-precision element formats (core/lowp/formats.h): format facts and names, the scalar
-// reference (a thin layer over format_codec.h), decode tables and the batch decoders to bf16,
-// which take a register-table path where the CPU has AVX512BW. The batch encoders are
-// encode_batch.cpp and encode_avx512.cpp.
+// reference (a thin layer over format_codec.h), decode tables, the batch decoders to FP32 (their
+// AVX2 path is decode_avx2.cpp) and to bf16, which take a register-table path where the CPU has
+// AVX512BW. The batch encoders are encode_batch.cpp, encode_avx512.cpp and encode_avx2.cpp.
 #include "core/lowp/formats.h"
 
 #if defined(__x86_64__)
@@ -14,6 +14,7 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/lowp/decode_avx2.h"
 #include "core/lowp/encode_batch.h"
 #include "core/lowp/format_codec.h"
 
@@ -242,14 +243,19 @@ uint32_t counter_random(uint64_t seed, uint64_t index) {
 }
 
 void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* out) {
+  decode_blocks_n(f, in, n, std::max<int64_t>(n, 1), &multiplier, out);
+}
+
+void decode_blocks_n(Format f, const uint8_t* in, int64_t n, int64_t block,
+                     const float* multipliers, float* out) {
+  H2_CHECK(block > 0, "decode_blocks_n: block {} must be positive", block);
+  int64_t done = 0;  // elements decoded by the AVX2 path
+  if (f != Format::e8m0 && (block % 8 == 0 || block >= n) && detail::avx2_decoders_available())
+    done = detail::decode_blocks_avx2(f, in, n, block, multipliers, out);
   const float* table = decode_table(f);
-  if (f == Format::e2m1) {
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t code = (in[i / 2] >> ((i & 1) * 4)) & 0xfu;
-      out[i] = table[code] * multiplier;
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]] * multiplier;
+  for (int64_t i = done; i < n; ++i) {
+    const uint32_t code = f == Format::e2m1 ? (in[i / 2] >> ((i & 1) * 4)) & 0xfu : in[i];
+    out[i] = table[code] * multipliers[i / block];
   }
 }
 

@@ -141,8 +141,15 @@ void encode_scaled_stochastic_n(Format f, const ScaledValues& in, uint64_t seed,
                                 EncodeStats* stats = nullptr,
                                 EncodePath path = EncodePath::fastest);
 
-// out[i] = decode(f, code of element i) * multiplier (E2M1 unpacked from `in`).
+// out[i] = decode(f, code of element i) * multiplier (E2M1 unpacked from `in`), i < n.
 void decode_n(Format f, const uint8_t* in, int64_t n, float multiplier, float* out);
+
+// out[i] = decode(f, code of element i) * multipliers[i / block], i < n (E2M1 unpacked from `in`,
+// element 0 in the low nibble of in[0]): a row of blocks in FP32. By arithmetic in AVX2
+// registers where the CPU has AVX2 and the blocks are whole steps of 8 (core/lowp/decode_avx2.h;
+// the same values), else by the decode table.
+void decode_blocks_n(Format f, const uint8_t* in, int64_t n, int64_t block,
+                     const float* multipliers, float* out);
 
 // out[i] = the bf16 bits of decode(f, code of element i) * multipliers[i / block] (no
 // multipliers: 1), i < n: the top half of the FP32 product, which is the product itself where

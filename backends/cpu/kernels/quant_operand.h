@@ -33,12 +33,6 @@ class QuantOperand {
         GC_(q.scales.size(1)),
         rule_(q.spec.rule),
         scales_(q.scales.data()) {
-    const float* table = lowp::decode_table(element_);
-    if (element_ == Format::e2m1) {
-      for (int b = 0; b < 256; ++b) pairs_[size_t(b)] = {table[b & 15], table[b >> 4]};
-    } else {
-      std::memcpy(table_.data(), table, sizeof(float) * 256);
-    }
     if (rule_ == ScaleRule::nvfp4) global_ = *q.global.data_as<const float>();
     if (rule_ == ScaleRule::nvfp4) {
       std::memcpy(scale_table_.data(), lowp::decode_table(Format::e4m3), sizeof(float) * 256);
@@ -67,9 +61,25 @@ class QuantOperand {
     }
   }
 
-  // dst[j] = deq(r, k0 + j) for j < kc.
+  // dst[j] = deq(r, k0 + j) for j < kc (k0 even for E2M1): a first partial block alone, then
+  // up to kScaleChunk whole blocks per lowp::decode_blocks_n call with their scales gathered
+  // first (a call per block, for NVFP4's blocks of 16, cost more than the decoding).
   void decode_row(int64_t r, int64_t k0, int64_t kc, float* dst) const {
-    decode_segments(r, k0, kc, dst, [this](int64_t rb, int64_t cb) { return scale(rb, cb); });
+    const int64_t rb = r / br_, k1 = k0 + kc;
+    int64_t k = k0;
+    if (k % bc_ != 0) {
+      const int64_t end = std::min(k1, (k / bc_ + 1) * bc_);
+      lowp::decode_n(element_, row_codes(r, k), end - k, scale(rb, k / bc_), dst);
+      k = end;
+    }
+    float scales[kScaleChunk];
+    while (k < k1) {
+      const int64_t cb0 = k / bc_, blocks = std::min(kScaleChunk, (k1 - k + bc_ - 1) / bc_);
+      for (int64_t c = 0; c < blocks; ++c) scales[c] = scale(rb, cb0 + c);
+      const int64_t end = std::min(k1, k + blocks * bc_);
+      lowp::decode_blocks_n(element_, row_codes(r, k), end - k, bc_, scales, dst + (k - k0));
+      k = end;
+    }
   }
 
   // The exact bf16 form used by qmatmul's bf16 path: element = bf16_factor() * local(r, k), with
@@ -195,32 +205,6 @@ class QuantOperand {
     }
   }
 
-  // dst[j] = code value of (r, k0 + j) times scale_of(block row, block column), j < kc: one
-  // block's segment of the row at a time.
-  template <class ScaleOf>
-  void decode_segments(int64_t r, int64_t k0, int64_t kc, float* dst, ScaleOf scale_of) const {
-    const int64_t rb = r / br_;
-    for (int64_t k = k0; k < k0 + kc;) {
-      const int64_t cb = k / bc_;
-      const int64_t end = std::min(k0 + kc, (cb + 1) * bc_);
-      const float s = scale_of(rb, cb);
-      float* out = dst + (k - k0);
-      const int64_t n = end - k;
-      if (element_ == Format::e2m1) {  // k and n are even (check_spec)
-        const uint8_t* c = codes_ + (r * K_ + k) / 2;
-        for (int64_t j = 0; j < n / 2; ++j) {
-          const std::array<float, 2>& p = pairs_[c[j]];
-          out[2 * j] = p[0] * s;
-          out[2 * j + 1] = p[1] * s;
-        }
-      } else {
-        const uint8_t* c = codes_ + r * K_ + k;
-        for (int64_t j = 0; j < n; ++j) out[j] = table_[c[j]] * s;
-      }
-      k = end;
-    }
-  }
-
   static constexpr int64_t kScaleChunk = 256;  // block scales gathered per bf16 decode call
 
   const uint8_t* codes_;
@@ -229,8 +213,6 @@ class QuantOperand {
   ScaleRule rule_;
   const void* scales_;
   float global_ = 1;
-  std::array<float, 256> table_{};
-  std::array<std::array<float, 2>, 256> pairs_{};
   std::array<float, 256> scale_table_{};
 };
 

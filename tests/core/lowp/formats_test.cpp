@@ -350,6 +350,39 @@ TEST(LowpFormatsBatch, DecodeMatchesScalar) {
   }
 }
 
+// decode_blocks_n against the scalar decode times each block's multiplier: every code, blocks of
+// whole 8-element steps (8, 16, 32: the AVX2 path where the CPU has it) and others (2, 6, 12:
+// the table), one block for all, lengths with every tail, multipliers of both signs and Inf,
+// NaN codes NaN with their sign, nothing written past n.
+TEST(LowpFormatsBatch, DecodeBlocksMatchesScalarForEveryCodeAndBlock) {
+  std::vector<uint8_t> codes(256);
+  for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(255 - c);
+  for (Format f : kElementFormats) {
+    const int64_t every_code = f == Format::e2m1 ? 512 : 256;
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(8), int64_t(15), int64_t(30), every_code}) {
+      for (int64_t block :
+           {int64_t(2), int64_t(6), int64_t(8), int64_t(12), int64_t(16), int64_t(32), n}) {
+        std::vector<float> multipliers(size_t((n + block - 1) / block));
+        for (size_t b = 0; b < multipliers.size(); ++b)
+          multipliers[b] = b % 5 == 4 ? kInf : std::ldexp(b % 2 ? -1.5f : 1.0f, int(b % 7) - 3);
+        std::vector<float> out(size_t(n) + 1, 123.0f);
+        decode_blocks_n(f, codes.data(), n, block, multipliers.data(), out.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const uint8_t code = f == Format::e2m1 ? (codes[i / 2] >> ((i & 1) * 4)) & 15 : codes[i];
+          const float expected = decode(f, code) * multipliers[size_t(i / block)];
+          ASSERT_TRUE(same_bits_or_nan(out[i], expected))
+              << name(f) << " n=" << n << " block " << block << " i=" << i;
+          ASSERT_EQ(std::signbit(out[i]), std::signbit(expected)) << name(f) << " i=" << i;
+        }
+        EXPECT_EQ(out[size_t(n)], 123.0f) << name(f) << " wrote past n=" << n;
+      }
+    }
+  }
+  const float one = 1.0f;
+  float out = 0;
+  EXPECT_THROW(decode_blocks_n(Format::e4m3, codes.data(), 1, 0, &one, &out), Error);
+}
+
 // decode_bf16_n against the scalar decode: every code, one multiplier per block (1, powers of
 // two, E4M3 scale values), each result exactly the FP32 product (the products are bf16 numbers)
 // and NaN codes NaN. Blocks of 16 (NVFP4), 32 (MX), 48 (two blocks within one group of 32 of
