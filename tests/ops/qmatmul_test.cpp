@@ -127,6 +127,9 @@ TEST(Qmatmul, MatchesTheDequantizedReference) {
       // Per tensor, K not a multiple of any block.
       {kPerTensorE4m3, kPerTensorE5m2, 23, 31, 203},
       {kPerTensorE4m3, kPerTensorE4m3, 1, 1, 1},
+      // One block over a K of three chunks: the FP32 route decodes its second and third chunks
+      // from inside the block (QuantOperand::decode_row's partial first block).
+      {kPerTensorE4m3, kPerTensorE5m2, 7, 9, 1100},
       // Mixed families and FP4 against FP8.
       {kBlockwiseAct, kNvfp4, 21, 18, 256},
       {kMxfp4, kPerTensorE4m3, 9, 12, 64},

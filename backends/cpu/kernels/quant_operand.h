@@ -205,7 +205,7 @@ class QuantOperand {
     }
   }
 
-  static constexpr int64_t kScaleChunk = 256;  // block scales gathered per bf16 decode call
+  static constexpr int64_t kScaleChunk = 256;  // block scales gathered per decode call
 
   const uint8_t* codes_;
   Format element_;
