@@ -1,9 +1,8 @@
 // The batch encoders of core/lowp/formats.h: each call is one EncodeRun (encode_batch.h), taken
 // by the AVX-512 loops (encode_avx512.cpp) or the AVX2 ones (encode_avx2.cpp), the widest the CPU
-// has, else by the portable loops here:
-// chunks of 64 elements with branch-free bodies that GCC vectorises, counting saturation (and,
-// when asked, gathering the amax) in the same pass. bf16 values and per-block multipliers reach
-// the portable loops as chunks of FP32 products.
+// has, else by the portable loops here: chunks of 64 elements with branch-free bodies that GCC
+// vectorises, counting saturation (and, when asked, gathering the amax) in the same pass. bf16
+// values and per-block multipliers reach the portable loops as chunks of FP32 products.
 #include <algorithm>
 #include <cstring>
 
