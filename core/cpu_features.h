@@ -57,4 +57,11 @@ inline bool cpu_has_avx512bw() {
   return has;
 }
 
+// AVX2, answered once per process, for the same kind of call sites (the AVX2 encoders and
+// decoders, asked per row).
+inline bool cpu_has_avx2() {
+  static const bool has = cpu_has(CpuFeature::avx2);
+  return has;
+}
+
 }  // namespace h2

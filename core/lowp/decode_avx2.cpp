@@ -113,14 +113,9 @@ template <class F>
 
 }  // namespace
 
-bool avx2_decoders_available() {
-  static const bool available = cpu_has(CpuFeature::avx2);  // once: rows ask per call
-  return available;
-}
-
 int64_t decode_blocks_avx2(Format f, const uint8_t* in, int64_t n, int64_t block,
                            const float* multipliers, float* out) {
-  H2_CHECK(avx2_decoders_available(), "decode_blocks_avx2: this CPU lacks AVX2");
+  H2_CHECK(cpu_has_avx2(), "decode_blocks_avx2: this CPU lacks AVX2");
   H2_CHECK(block % 8 == 0 || block >= n, "decode_blocks_avx2: blocks of {} are not whole steps",
            block);
   return with_element_format(f, "decode_blocks_avx2", [&](auto format) {
@@ -131,10 +126,6 @@ int64_t decode_blocks_avx2(Format f, const uint8_t* in, int64_t n, int64_t block
 #undef H2_DECODE_TARGET
 
 #else  // not x86-64: the table only
-
-bool avx2_decoders_available() {
-  return false;
-}
 
 int64_t decode_blocks_avx2(Format, const uint8_t*, int64_t, int64_t, const float*, float*) {
   H2_THROW(Error, "decode_blocks_avx2: not an x86-64 build");

@@ -10,13 +10,10 @@
 
 namespace h2::lowp::detail {
 
-// Whether this CPU runs the path (AVX2, as H2_CPU_MAX_ISA leaves it visible).
-bool avx2_decoders_available();
-
 // out[i] = decode(f, code of element i) * multipliers[i / block] for the whole steps of 8
 // elements; returns how many it did (the caller does the rest). f is E4M3, E5M2 or E2M1 (codes
 // unpacked from `in`, element 0 in the low nibble); block a multiple of 8, or at least n (one
-// multiplier). Only where avx2_decoders_available().
+// multiplier). Only where cpu_has_avx2() (core/cpu_features.h).
 int64_t decode_blocks_avx2(Format f, const uint8_t* in, int64_t n, int64_t block,
                            const float* multipliers, float* out);
 

@@ -369,8 +369,7 @@ bool avx2_takes(const EncodeRun& run) {
 }
 
 bool avx2_encoders_available() {
-  static const bool available = cpu_has(CpuFeature::avx2);  // once: strips ask per row
-  return available;
+  return cpu_has_avx2();
 }
 
 EncodeTotals encode_avx2(Format f, const EncodeRun& run) {

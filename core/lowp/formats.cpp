@@ -250,7 +250,7 @@ void decode_blocks_n(Format f, const uint8_t* in, int64_t n, int64_t block,
                      const float* multipliers, float* out) {
   H2_CHECK(block > 0, "decode_blocks_n: block {} must be positive", block);
   int64_t done = 0;  // elements decoded by the AVX2 path
-  if (f != Format::e8m0 && (block % 8 == 0 || block >= n) && detail::avx2_decoders_available())
+  if (f != Format::e8m0 && (block % 8 == 0 || block >= n) && cpu_has_avx2())
     done = detail::decode_blocks_avx2(f, in, n, block, multipliers, out);
   const float* table = decode_table(f);
   for (int64_t i = done; i < n; ++i) {
@@ -275,8 +275,7 @@ void decode_bf16(Format f, const uint8_t* in, int64_t n, int64_t block, const fl
   with_element_format(f, "decode_bf16_n", [&](auto format) {
     using F = decltype(format);
 #if defined(__x86_64__)
-    static const bool avx512bw = cpu_has(CpuFeature::avx512bw);  // once, not per call
-    if (allow_avx512 && avx512bw)
+    if (allow_avx512 && cpu_has_avx512bw())
       done = decode_bf16_avx512(in, n, F::kBits == 4, avx512_table<F>().data(), block,
                                 fused ? multipliers : nullptr, out);
 #endif
