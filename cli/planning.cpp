@@ -97,9 +97,13 @@ planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainCo
   const double scale = emulation_time_scale(cluster);
   planner::Profiles profiles;
   std::vector<std::string> missing;
+  // A data-sheet request asks for profiles of its efficiencies, a measuring one for measured
+  // profiles: neither takes the other's cached files.
+  const std::string origin =
+      request.datasheet ? planner::datasheet_origin(request.efficiency) : "measured";
   for (const std::string& type : cluster.chip_types()) {
     const planner::ProfileKey key =
-        planner::profile_key(cluster.chip(type), scale, shape, config.train.dtype);
+        planner::profile_key(cluster.chip(type), scale, shape, config.train.dtype, origin);
     const fs::path path = fs::path(request.dir) / planner::profile_file_name(key);
     std::optional<planner::ChipProfile> cached;
     if (!request.remeasure) cached = read_profile(path, key);
@@ -122,7 +126,7 @@ planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainCo
       write_text_file(path.string(), planner::to_json(p));
       if (request.print)
         request.print(fmt::format("{}: profile {} from its data-sheet figures ({})", type,
-                                  path.string(), p.origin));
+                                  path.string(), p.key.origin));
       profiles.by_chip[type] = std::move(p);
     }
     return profiles;

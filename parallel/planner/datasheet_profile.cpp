@@ -22,6 +22,13 @@ int64_t to_bytes(double bytes) {
 
 }  // namespace
 
+std::string datasheet_origin(const Efficiency& e) {
+  return fmt::format(
+      "datasheet (efficiency: GEMM {:g} x N / (N + {:g}) for N tokens, attention {:g} x T / (T + "
+      "{:g}) for a T-token sequence, memory {:g})",
+      e.gemm, e.gemm_half_tokens, e.attention, e.attention_half_tokens, e.memory);
+}
+
 ChipProfile datasheet_profile(const ChipSpec& chip, double time_scale, const ModelShape& model,
                               DType dtype, const std::vector<int64_t>& rows, const Efficiency& e) {
   const double peak = chip.peak(dtype);
@@ -41,11 +48,7 @@ ChipProfile datasheet_profile(const ChipSpec& chip, double time_scale, const Mod
   const double block_params = double(model.block_parameters());
 
   ChipProfile p;
-  p.key = profile_key(chip, time_scale, model, dtype);
-  p.origin = fmt::format(
-      "datasheet (efficiency: GEMM {:g} x N / (N + {:g}) for N tokens, attention {:g} x T / (T + "
-      "{:g}) for a T-token sequence, memory {:g})",
-      e.gemm, e.gemm_half_tokens, e.attention, e.attention_half_tokens, e.memory);
+  p.key = profile_key(chip, time_scale, model, dtype, datasheet_origin(e));
   const double attention_efficiency = e.attention * T / (T + e.attention_half_tokens);
   for (const int64_t r : rows) {
     H2_CHECK(r >= 1, "a data-sheet profile of {} rows", r);

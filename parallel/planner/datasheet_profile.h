@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/cluster.h"
@@ -47,8 +48,12 @@ struct Efficiency {
   double attention_half_tokens = 256;  // T_half: sequence length of half the plateau
 };
 
+// A data-sheet profile's origin in its key: the efficiencies it assumed, so that profiles made
+// with other efficiencies, or measured, are other profiles (and other files).
+std::string datasheet_origin(const Efficiency& efficiency);
+
 // The profile `h2 profile --datasheet` writes: the figures above for each of `rows`, under the
-// key profile_key(chip, time_scale, model, dtype), marked as data-sheet derived.
+// key profile_key(chip, time_scale, model, dtype, datasheet_origin(efficiency)).
 ChipProfile datasheet_profile(const ChipSpec& chip, double time_scale, const ModelShape& model,
                               DType dtype, const std::vector<int64_t>& rows,
                               const Efficiency& efficiency = {});

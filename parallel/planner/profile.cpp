@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -148,11 +149,12 @@ std::string ProfileKey::difference(const ProfileKey& o) const {
     return fmt::format("dtype {} vs {}", dtype_name(dtype), dtype_name(o.dtype));
   if (h2_version != o.h2_version)
     return fmt::format("H2 version {} vs {}", h2_version, o.h2_version);
+  if (origin != o.origin) return fmt::format("origin '{}' vs '{}'", origin, o.origin);
   return {};
 }
 
 ProfileKey profile_key(const ChipSpec& chip, double time_scale, const ModelShape& model,
-                       DType dtype) {
+                       DType dtype, std::string origin) {
   std::string peaks;
   for (const auto& [t, flops] : chip.peak_flops)
     peaks += fmt::format("{}{}={:g}", peaks.empty() ? "" : ",", dtype_name(t), flops);
@@ -160,7 +162,7 @@ ProfileKey profile_key(const ChipSpec& chip, double time_scale, const ModelShape
   const std::string spec =
       fmt::format("memory_bandwidth={:g} link_bandwidth={:g} peak_flops={} time_scale={:g}",
                   chip.memory_bandwidth, chip.link_bandwidth, peaks, chip.time_scale * time_scale);
-  return {chip.name, spec, model, dtype, std::string(h2_version())};
+  return {chip.name, spec, model, dtype, std::string(h2_version()), std::move(origin)};
 }
 
 UnitCost ChipProfile::cost(UnitKind kind, int64_t rows) const {
@@ -201,7 +203,7 @@ std::string to_json(const ChipProfile& p) {
                               {"dtype", dtype_name(p.key.dtype)},
                               {"h2_version", p.key.h2_version},
                               {"overrun_share", p.overrun_share},
-                              {"origin", p.origin},
+                              {"origin", p.key.origin},
                               {"rows", rows}};
   return doc.dump(2) + "\n";
 }
@@ -221,10 +223,13 @@ ChipProfile profile_from_json(const std::string& text, const std::string& source
                "{}: profile format {} (this H2 reads {}); measure again with h2 profile", source,
                doc.at("format_version").dump(), kFormatVersion);
     ChipProfile p;
-    p.key = {doc.at("chip"), doc.at("chip_spec"), shape_from(doc.at("model"), source),
-             parse_dtype(doc.at("dtype").get<std::string>()), doc.at("h2_version")};
+    p.key = {doc.at("chip"),
+             doc.at("chip_spec"),
+             shape_from(doc.at("model"), source),
+             parse_dtype(doc.at("dtype").get<std::string>()),
+             doc.at("h2_version"),
+             doc.value("origin", std::string("measured"))};  // files before origins: measured
     p.overrun_share = doc.value("overrun_share", 0.0);
-    p.origin = doc.value("origin", std::string("measured"));
     for (const auto& [n, units] : doc.at("rows").items()) {
       const int64_t rows = rows_key(n, source);
       std::array<UnitCost, kUnitKinds> costs;
@@ -243,7 +248,7 @@ ChipProfile profile_from_json(const std::string& text, const std::string& source
 
 std::string profile_file_name(const ProfileKey& key) {
   const std::string text = key.chip_spec + shape_json(key.model).dump() +
-                           std::string(dtype_name(key.dtype)) + key.h2_version;
+                           std::string(dtype_name(key.dtype)) + key.h2_version + key.origin;
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
   return fmt::format("{}.{}.{:016x}.json", key.chip, dtype_name(key.dtype), h);

@@ -4,7 +4,8 @@
 //
 // A profile is valid only for what it was measured with, so its key holds all of it: the chip
 // type and its spec (peaks, bandwidths, time scale; not the capacity, which changes no figure), the
-// model shape, the compute dtype and the H2 version. A profile whose key differs from the one asked
+// model shape, the compute dtype, the H2 version and what made the figures (measured, or derived
+// from a data sheet with stated efficiencies). A profile whose key differs from the one asked
 // for is refused, naming the difference (a stale or foreign profile would make every prediction
 // silently wrong). Files: one JSON document per chip type (profile_file_name), {"format":
 // "h2-profile", ...}.
@@ -61,22 +62,24 @@ struct ProfileKey {
   ModelShape model;
   DType dtype = DType::f32;
   std::string h2_version;
+  // "measured" by h2 profile, or what else made the figures (datasheet_origin states a data-sheet
+  // profile's efficiencies): profiles of one setup made otherwise are different profiles.
+  std::string origin = "measured";
   bool operator==(const ProfileKey&) const = default;
   // Why `other` does not match this key ("model.dim 128 vs 256"); empty when it does.
   std::string difference(const ProfileKey& other) const;
 };
 
-// The key of a profile of `chip` (with the time scale it runs under) for `model` in `dtype`.
+// The key of a profile of `chip` (with the time scale it runs under) for `model` in `dtype`, made
+// as `origin` says.
 ProfileKey profile_key(const ChipSpec& chip, double time_scale, const ModelShape& model,
-                       DType dtype);
+                       DType dtype, std::string origin = "measured");
 
 struct ChipProfile {
   ProfileKey key;
   // Emulated chips: the share of the modelled time by which the host overran it while measuring
   // (honest emulation needs it below 2%; core/device.h PacingStats). 0 for real chips.
   double overrun_share = 0;
-  // "measured" by h2 profile, or what else made it (datasheet_profile.h states its assumptions).
-  std::string origin = "measured";
   // By micro-batch rows (measured sizes), each unit kind's cost.
   std::map<int64_t, std::array<UnitCost, kUnitKinds>> by_rows;
 

@@ -52,7 +52,13 @@ TEST(DatasheetProfile, BlockForwardIsTheRooflineOnItsEfficiencyCurves) {
   // The weight gradient: the GEMM again and the FP32 gradient written.
   EXPECT_NEAR(q.by_rows.at(2)[size_t(UnitKind::block)].weight_s,
               scale * (gemm / 0.5e9 + 2592 * 4 / 1e8), 1e-15);
-  EXPECT_NE(p.origin.find("N / (N + 8)"), std::string::npos) << p.origin;
+  EXPECT_NE(p.key.origin.find("N / (N + 8)"), std::string::npos) << p.key.origin;
+  // The efficiencies are in the key: profiles of other efficiencies, or measured, are others.
+  EXPECT_EQ(p.key.origin, datasheet_origin(curve));
+  EXPECT_EQ(p.key.difference(profile_key(chip(), 1.5, m, DType::f32, datasheet_origin(curve))), "");
+  EXPECT_NE(p.key.origin, q.key.origin);
+  EXPECT_NE(profile_file_name(p.key), profile_file_name(q.key));
+  EXPECT_NE(profile_file_name(p.key), profile_file_name(profile_key(chip(), 1.5, m, DType::f32)));
 }
 
 TEST(DatasheetProfile, AChipWithoutAPeakForTheDtypeIsNamed) {

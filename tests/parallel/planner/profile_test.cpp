@@ -48,9 +48,9 @@ ChipProfile sample() {
            .chip_spec = "memory_bandwidth=1e+09 link_bandwidth=1e+08 peak_flops= time_scale=2",
            .model = shape(),
            .dtype = DType::bf16,
-           .h2_version = "9.8.7-test"};
+           .h2_version = "9.8.7-test",
+           .origin = "datasheet (efficiency: GEMM 0.5)"};
   p.overrun_share = 0.0137;
-  p.origin = "datasheet (efficiency: GEMM 0.5)";
   p.by_rows[1] = {unit(0.1, 1000), unit(0.7, 2000), unit(0.3, 3000)};
   p.by_rows[2] = {unit(0.2, 1100), unit(1.3, 2100), unit(0.5, 3100)};
   p.by_rows[8] = {unit(0.9, 1900), unit(5.1, 2900), unit(2.3, 3900)};
@@ -101,7 +101,7 @@ TEST(Profile, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(q.key.h2_version, "9.8.7-test");
   EXPECT_TRUE(q.key == p.key);
   EXPECT_EQ(q.overrun_share, 0.0137);
-  EXPECT_EQ(q.origin, "datasheet (efficiency: GEMM 0.5)");
+  EXPECT_EQ(q.key.origin, "datasheet (efficiency: GEMM 0.5)");
   ASSERT_EQ(q.by_rows.size(), 3u);
   for (const auto& [rows, costs] : p.by_rows) {
     ASSERT_TRUE(q.by_rows.contains(rows)) << rows;
@@ -118,7 +118,7 @@ TEST(Profile, JsonRoundTripKeepsEveryField) {
   ASSERT_NE(at, std::string::npos) << text;
   text.erase(at, text.find('\n', at) + 1 - at);
   ASSERT_EQ(text.find("origin"), std::string::npos) << text;
-  EXPECT_EQ(profile_from_json(text, "old.json").origin, "measured");
+  EXPECT_EQ(profile_from_json(text, "old.json").key.origin, "measured");
 }
 
 TEST(Profile, KeyDifferenceNamesTheField) {
@@ -145,6 +145,11 @@ TEST(Profile, KeyDifferenceNamesTheField) {
   b = a;
   b.h2_version = "0.0.1";
   EXPECT_TRUE(has(a.difference(b), "version 9.8.7-test vs 0.0.1")) << a.difference(b);
+  b = a;
+  b.origin = "measured";
+  EXPECT_TRUE(has(a.difference(b), "origin 'datasheet (efficiency: GEMM 0.5)' vs 'measured'"))
+      << a.difference(b);
+  EXPECT_FALSE(a == b);
 }
 
 TEST(Profile, KeyHoldsTheSpecAndTheTimeScale) {
@@ -185,6 +190,12 @@ TEST(Profile, KeyHoldsTheSpecAndTheTimeScale) {
   EXPECT_EQ(name.rfind("chip-a.f32.", 0), 0u) << name;
   EXPECT_EQ(name.substr(name.size() - 5), ".json");
   EXPECT_NE(name, profile_file_name(profile_key(chip, 3, shape(), DType::f32)));
+  // A profile made otherwise than measured is another profile, in another file.
+  EXPECT_EQ(k.origin, "measured");
+  const ProfileKey paper = profile_key(larger, 3, shape(), DType::f32, "datasheet (GEMM 0.5)");
+  EXPECT_EQ(paper.origin, "datasheet (GEMM 0.5)");
+  EXPECT_TRUE(has(k.difference(paper), "origin")) << k.difference(paper);
+  EXPECT_NE(profile_file_name(k), profile_file_name(paper));
 }
 
 TEST(Profile, BadTextIsRefusedNamingTheSource) {
