@@ -5,6 +5,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/gemm_blas.h"
@@ -93,25 +97,49 @@ class CacheLock {
   int fd_ = -1;
 };
 
+// The value of a /proc/cpuinfo line "key<tabs>: value" whose key is exactly `key` ("model" is not
+// "model name").
+std::optional<std::string> cpuinfo_value(const std::string& line, std::string_view key) {
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos || line.rfind(key, 0) != 0 ||
+      line.find_first_not_of(" \t", key.size()) != colon)
+    return std::nullopt;
+  const size_t start = line.find_first_not_of(" \t", colon + 1);
+  return start == std::string::npos ? std::string() : line.substr(start);
+}
+
 }  // namespace
 
 CpuIdentity CpuIdentity::of_this_machine() {
   std::ifstream cpuinfo("/proc/cpuinfo");
+  return from_cpuinfo(cpuinfo);
+}
+
+CpuIdentity CpuIdentity::from_cpuinfo(std::istream& cpuinfo) {
   CpuIdentity id;
+  std::optional<std::string> name, family, number, stepping, flags;
   std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (id.model.empty() && line.rfind("model name", 0) == 0)
-      id.model = line.substr(line.find(':') + 2);
-    if (line.rfind("flags", 0) == 0) {
-      std::istringstream words(line.substr(line.find(':') + 1));
-      std::vector<std::string> present{std::istream_iterator<std::string>(words), {}};
-      for (const char* flag : kGemmFlags)
-        if (std::find(present.begin(), present.end(), flag) != present.end())
-          id.flags += (id.flags.empty() ? "" : " ") + std::string(flag);
-      break;
-    }
+  while (!flags && std::getline(cpuinfo, line)) {  // flags: the first processor's last of these
+    for (auto [key, value] : {std::pair{"model name", &name},
+                              {"cpu family", &family},
+                              {"model", &number},
+                              {"stepping", &stepping},
+                              {"flags", &flags}})
+      if (auto v = cpuinfo_value(line, key); v && !*value) *value = std::move(v);
   }
-  if (id.model.empty()) id.model = "unknown CPU";
+  if (flags) {
+    std::istringstream words(*flags);
+    std::vector<std::string> present{std::istream_iterator<std::string>(words), {}};
+    for (const char* flag : kGemmFlags)
+      if (std::find(present.begin(), present.end(), flag) != present.end()) {
+        if (!id.flags.empty()) id.flags += ' ';
+        id.flags += flag;
+      }
+  }
+  id.model = name ? *name : "unknown CPU";
+  if (family || number)
+    id.model += fmt::format(" (family {}, model {}, stepping {})", family.value_or("?"),
+                            number.value_or("?"), stepping.value_or("?"));
   return id;
 }
 

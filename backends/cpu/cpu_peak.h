@@ -3,15 +3,17 @@
 //
 // Measured as the best of 4 timed 2048^3 f32 GEMMs (after one warm-up) through the device's GEMM
 // library on its kernel threads, about 0.5 s on 2 cores; cached in a JSON file, one entry per
-// (CPU model, ISA flags, threads, GEMM library), so a job pays it once per machine. Delete the
-// file (or an entry) to measure again; H2_CPU_PEAK_GFLOPS overrides both. Ranks starting together
-// take turns (a lock file beside the cache): the first measures, the others read its figure. A
-// machine busy with other work while it measures reads low (a figure cached so made once showed
-// MFU 114%): when other processes used more than a share of a core during the measurement
-// (/proc/stat against this process's CPU time), the figure serves this run and is not cached.
+// (CPU model and generation, ISA flags, threads, GEMM library), so a job pays it once per
+// machine. Delete the file (or an entry) to measure again; H2_CPU_PEAK_GFLOPS overrides both.
+// Ranks starting together take turns (a lock file beside the cache): the first measures, the
+// others read its figure. A machine busy with other work while it measures reads low (a figure
+// cached so made once showed MFU 114%): when other processes used more than a share of a core
+// during the measurement (/proc/stat against this process's CPU time), the figure serves this run
+// and is not cached.
 #pragma once
 
 #include <filesystem>
+#include <istream>
 #include <string>
 
 #include "backends/cpu/kernel_context.h"
@@ -23,11 +25,16 @@ struct CpuPeak {
   std::string source;  // how it was obtained, for logs and metrics
 };
 
-// What identifies a CPU's peak: model name and the ISA flags GEMM kernels dispatch on.
+// What identifies a CPU's peak: model name, family, model number and stepping, and the ISA flags
+// GEMM kernels dispatch on. The numbers matter where the name does not say the generation: VMs
+// show "AMD EPYC" for Zen 4 and Zen 5 alike, with the same flags, and a peak more than twice as
+// high on the second (one cache in a home folder shared by both would serve the other's figure).
 struct CpuIdentity {
-  std::string model;
+  std::string model;  // e.g. "AMD EPYC (family 26, model 2, stepping 0)"
   std::string flags;  // e.g. "avx2 fma avx512f avx512_bf16 amx_bf16"
   static CpuIdentity of_this_machine();
+  // From /proc/cpuinfo's text (its first processor).
+  static CpuIdentity from_cpuinfo(std::istream& cpuinfo);
 };
 
 // $XDG_CACHE_HOME/h2/cpu_peak.json, else $HOME/.cache/h2/cpu_peak.json; empty when neither is set.

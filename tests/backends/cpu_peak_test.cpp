@@ -1,16 +1,19 @@
 // The CPU's measured GEMM peak (backends/cpu/cpu_peak.h): a measurement that computed the right
-// product, a cache that is read back (a planted figure comes back verbatim), keyed by CPU,
-// threads, library and operand type (other entries kept), rewritten when corrupt, not written
-// when another process kept a core busy during the measurement; and the device's MFU peak from
-// H2_CPU_PEAK_GFLOPS when set.
+// product, a cache that is read back (a planted figure comes back verbatim), keyed by CPU (name
+// and generation), threads, library and operand type (other entries kept), rewritten when
+// corrupt, not written when another process kept a core busy during the measurement; and the
+// device's MFU peak from H2_CPU_PEAK_GFLOPS when set.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_peak.h"
@@ -34,6 +37,36 @@ constexpr double kAnyLoad = 1e9;
 nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
+}
+
+// Two CPUs that /proc/cpuinfo names alike ("AMD EPYC" in a VM, the same GEMM flags) but whose
+// generations differ are different keys; "model name" is not taken for "model"; only the first
+// processor is read; flags are the GEMM-relevant ones in kGemmFlags' order.
+TEST(CpuPeak, IdentityNamesTheGenerationWhereTheModelNameDoesNot) {
+  auto identity = [](const std::string& text) {
+    std::istringstream in(text);
+    return CpuIdentity::from_cpuinfo(in);
+  };
+  auto cpuinfo = [](int family, int model) {
+    return fmt::format(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {}\nmodel\t\t: {}\n"
+        "model name\t: AMD EPYC\nstepping\t: 1\nflags\t\t: fpu avx512_bf16 sse avx2 fma "
+        "avx512f\n\nprocessor\t: 1\ncpu family\t: 99\nmodel\t\t: 99\nmodel name\t: Other\n"
+        "flags\t\t: avx2 amx_tile\n",
+        family, model);
+  };
+  const CpuIdentity zen4 = identity(cpuinfo(25, 17)), zen5 = identity(cpuinfo(26, 2));
+  EXPECT_EQ(zen4.model, "AMD EPYC (family 25, model 17, stepping 1)");
+  EXPECT_EQ(zen5.model, "AMD EPYC (family 26, model 2, stepping 1)");
+  EXPECT_EQ(zen4.flags, "avx2 fma avx512f avx512_bf16");
+  EXPECT_EQ(zen5.flags, zen4.flags);
+  // No numbers (not x86): the name alone; nothing at all: said so.
+  EXPECT_EQ(identity("model name\t: Some CPU\nflags\t: avx2\n").model, "Some CPU");
+  EXPECT_EQ(identity("").model, "unknown CPU");
+  EXPECT_EQ(identity("").flags, "");
+  // This machine's identity carries its numbers (every x86 /proc/cpuinfo has them).
+  EXPECT_NE(CpuIdentity::of_this_machine().model.find("family"), std::string::npos)
+      << CpuIdentity::of_this_machine().model;
 }
 
 TEST(CpuPeak, MeasuredOnceThenReadFromTheCache) {
