@@ -15,7 +15,8 @@
 #        BASE (another h2 binary, e.g. a build of the previous commit: each run repeated with it
 #        right after, reported as base_NAME),
 #        STEPS (30 timed, after 5 warm-up), RUNS ("f32 bf16 fp8_blockwise fp8_current mxfp8 nvfp4
-#        mxfp4")
+#        mxfp4"), MAX_ISA (native; avx2 or avx512: every run held to an older CPU's instruction
+#        set on this one, bench/quiet_machine.sh's apply_max_isa; written to OUT_DIR/max_isa.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/lowp-bench}
@@ -32,6 +33,7 @@ mkdir -p "$out"
 echo "$warm" >"$out/warmup"
 
 source bench/quiet_machine.sh
+apply_max_isa "${MAX_ISA:-native}" "$out"
 
 for i in $(seq "$rounds"); do
   for name in "${runs[@]}"; do

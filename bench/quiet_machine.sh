@@ -41,7 +41,32 @@ busy_jiffies() {
   awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
 }
 
-# quiet_run NAME STDOUT STDERR CMD...: runs CMD without the OpenBLAS tuning variables, its output
+# apply_max_isa LEVEL OUT_DIR: holds every later run to an older CPU's instruction set on this one
+# (native: nothing; avx2 or avx512): H2 by H2_CPU_MAX_ISA, PyTorch by ATEN_CPU_CAPABILITY,
+# MKL_ENABLE_INSTRUCTIONS and ONEDNN_MAX_CPU_ISA (exported), OpenBLAS by its core type, which
+# quiet_run sets after clearing the environment's OpenBLAS tuning variables (an exported
+# OPENBLAS_CORETYPE never reached the runs: until this helper, the capped runs' OpenBLAS loaded
+# the CPU's own kernels, as H2's warning in their logs said). Writes OUT_DIR/max_isa.txt.
+apply_max_isa() {
+  case $1 in
+    native) openblas_coretype= ;;
+    avx2) export H2_CPU_MAX_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
+      ONEDNN_MAX_CPU_ISA=AVX2
+      openblas_coretype=Haswell ;;
+    avx512) export H2_CPU_MAX_ISA=avx512 ATEN_CPU_CAPABILITY=avx512 \
+      MKL_ENABLE_INSTRUCTIONS=AVX512 ONEDNN_MAX_CPU_ISA=AVX512_CORE
+      openblas_coretype=SkylakeX ;;
+    *) echo "MAX_ISA must be native, avx2 or avx512, not '$1'" >&2; exit 2 ;;
+  esac
+  {
+    env | grep -E '^(H2_CPU_MAX_ISA|ATEN_CPU_CAPABILITY|MKL_ENABLE_INSTRUCTIONS|ONEDNN_MAX_CPU_ISA)=' |
+      sort
+    [[ -n $openblas_coretype ]] && echo "OPENBLAS_CORETYPE=$openblas_coretype (set by quiet_run)"
+  } >"$2/max_isa.txt" || true
+}
+
+# quiet_run NAME STDOUT STDERR CMD...: runs CMD without the OpenBLAS tuning variables (but with
+# the core type apply_max_isa chose, if any), its output
 # into the files STDOUT and STDERR (one path for both is fine) and "%e %U %S %M" (wall s, user s,
 # system s, max RSS KiB) into $out/NAME.time. A run during which other processes used over 5% of
 # its wall time in CPU time (and over 3 clock ticks, the resolution of /proc/stat) is repeated, up
@@ -54,12 +79,13 @@ quiet_run() {
     ((${quiet:-1})) && wait_quiet
     start=$(uptime)
     before=$(busy_jiffies)
+    local pin=(${openblas_coretype:+OPENBLAS_CORETYPE=$openblas_coretype})
     if [[ $stdout == "$stderr" ]]; then
       /usr/bin/time -f "%e %U %S %M" -o "$out/$name.time" \
-        env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" >"$stdout" 2>&1
+        env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${pin[@]}" "$@" >"$stdout" 2>&1
     else
       /usr/bin/time -f "%e %U %S %M" -o "$out/$name.time" \
-        env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" >"$stdout" 2>"$stderr"
+        env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${pin[@]}" "$@" >"$stdout" 2>"$stderr"
     fi
     after=$(busy_jiffies)
     # The last line: time(1) puts "Command exited with non-zero status N" before the figures.

@@ -15,8 +15,7 @@
 #        DTYPE (f32; bf16: H2 trains in bf16, the peer under torch.autocast(cpu, bfloat16)),
 #        COMPILE (1: also the torch.compile'd peer; 0: eager only),
 #        MAX_ISA (native; avx2 or avx512: both sides held to an older CPU's instruction set on
-#        this one: H2 by H2_CPU_MAX_ISA, PyTorch by ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS
-#        and ONEDNN_MAX_CPU_ISA, OpenBLAS by OPENBLAS_CORETYPE; written to OUT_DIR/max_isa.txt)
+#        this one, bench/quiet_machine.sh's apply_max_isa; written to OUT_DIR/max_isa.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/train-bench}
@@ -35,24 +34,14 @@ case $dtype in
   bf16) h2_dtype=(--set train.dtype=bf16) peer_dtype=(--autocast-bf16) ;;
   *) echo "DTYPE must be f32 or bf16, not '$dtype'" >&2; exit 2 ;;
 esac
-case ${MAX_ISA:-native} in
-  native) ;;
-  avx2) export H2_CPU_MAX_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
-    ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell ;;
-  avx512) export H2_CPU_MAX_ISA=avx512 ATEN_CPU_CAPABILITY=avx512 MKL_ENABLE_INSTRUCTIONS=AVX512 \
-    ONEDNN_MAX_CPU_ISA=AVX512_CORE OPENBLAS_CORETYPE=SkylakeX ;;
-  *) echo "MAX_ISA must be native, avx2 or avx512, not '$MAX_ISA'" >&2; exit 2 ;;
-esac
 mkdir -p "$out"
 : >"$out/load.txt"
 # torch.compile's kernels cached by one MAX_ISA crashed later runs under another ("free():
 # invalid pointer", PyTorch 2.15): each benchmark compiles into a cache of its own.
 export TORCHINDUCTOR_CACHE_DIR="$(cd "$out" && pwd)/inductor-cache"
 rm -rf "$TORCHINDUCTOR_CACHE_DIR"
-caps='^(H2_CPU_MAX_ISA|ATEN_CPU_CAPABILITY|MKL_ENABLE_INSTRUCTIONS|ONEDNN_MAX_CPU_ISA'
-env | grep -E "$caps|OPENBLAS_CORETYPE)=" | sort >"$out/max_isa.txt" || true
-
 source bench/quiet_machine.sh
+apply_max_isa "${MAX_ISA:-native}" "$out"
 
 # run NAME CMD...: stdout+stderr into $out/NAME.log, "%e %U %S %M" into $out/NAME.time.
 run() {
