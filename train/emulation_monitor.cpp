@@ -1,6 +1,10 @@
 // Overrun shares per interval (see emulation_monitor.h).
 #include "train/emulation_monitor.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "parallel/exact_gather.h"
 
 namespace h2::train {
@@ -32,6 +36,21 @@ EmulationMonitor::Shares EmulationMonitor::interval_shares() {
   }
   if (!any) shares = {};
   return shares;
+}
+
+std::string overrun_warning(const EmulationMonitor::Shares& shares) {
+  if (shares.total.empty()) return {};
+  const size_t worst =
+      size_t(std::max_element(shares.total.begin(), shares.total.end()) - shares.total.begin());
+  if (!(shares.total[worst] > EmulationMonitor::kHonestLimit)) return {};
+  const bool links = shares.links[worst] > 0;
+  return fmt::format(
+      "overrun {:.1f}% > {:.0f}% at rank {} (kernels {:.1f}%, links {:.1f}% of their modelled "
+      "time): the host, not the chips, sets the pace; raise {}",
+      100 * shares.total[worst], 100 * EmulationMonitor::kHonestLimit, worst,
+      100 * shares.kernels[worst], 100 * shares.links[worst],
+      links ? "the cluster's time_scale (H2_VCHIP_TIME_SCALE paces chips, not links)"
+            : "the time scale (the cluster's time_scale or H2_VCHIP_TIME_SCALE)");
 }
 
 }  // namespace h2::train

@@ -4,6 +4,7 @@
 // (below 2%); above that the run measures the host. Real devices and links report nothing.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -29,5 +30,11 @@ class EmulationMonitor {
   Device& host_;
   PacingStats last_kernels_, last_links_;
 };
+
+// The progress line's warning when some rank's host overran its emulated chip and links by more
+// than kHonestLimit of their modelled time in the interval: the worst rank, and its kernels' and
+// links' shares, so that the advice names the knob that helps (links are paced by the cluster's
+// time_scale alone; H2_VCHIP_TIME_SCALE paces chips). Empty when every rank kept up.
+std::string overrun_warning(const EmulationMonitor::Shares& shares);
 
 }  // namespace h2::train

@@ -272,11 +272,8 @@ struct Trainer::State {
       m.extra["emulation_overrun_per_rank"] = shares.total;
       m.extra["emulation_overrun_kernels_per_rank"] = shares.kernels;
       m.extra["emulation_overrun_links_per_rank"] = shares.links;
-      if (worst > EmulationMonitor::kHonestLimit)
-        m.extra_progress += fmt::format(
-            "{}overrun {:.1f}% (>2%: the host, not the chips, sets "
-            "the pace; raise the time scale)",
-            m.extra_progress.empty() ? "" : " | ", 100 * worst);
+      if (const std::string warning = overrun_warning(shares); !warning.empty())
+        m.extra_progress += (m.extra_progress.empty() ? "" : " | ") + warning;
     }
     if (precision.any_low_precision()) {
       const PrecisionReport report = precision_report(model->linears());
