@@ -66,12 +66,11 @@ apply_max_isa() {
 }
 
 # quiet_run NAME STDOUT STDERR CMD...: runs CMD without the OpenBLAS tuning variables (but with
-# the core type apply_max_isa chose, if any), its output
-# into the files STDOUT and STDERR (one path for both is fine) and "%e %U %S %M" (wall s, user s,
-# system s, max RSS KiB) into $out/NAME.time. A run during which other processes used over 5% of
-# its wall time in CPU time (and over 3 clock ticks, the resolution of /proc/stat) is repeated, up
-# to $tries times; each try is logged to $out/load.txt. Waits for a quiet machine first unless
-# $quiet is 0.
+# the core type apply_max_isa chose, if any), its output into the files STDOUT and STDERR (one
+# path for both is fine) and "%e %U %S %M" (wall s, user s, system s, max RSS KiB) into
+# $out/NAME.time. A run during which other processes used over 5% of its wall time in CPU time
+# (and over 3 clock ticks, the resolution of /proc/stat) is repeated, up to $tries times; each try
+# is logged to $out/load.txt. Waits for a quiet machine first unless $quiet is 0.
 quiet_run() {
   local name=$1 stdout=$2 stderr=$3 try verdict start before after
   shift 3
