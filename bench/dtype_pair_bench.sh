@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H2's bf16 training step against its own f32 step (issue 18: within 1.1x where the CPU has no
-# bf16 instructions): the tiny shape of bench/train_bench.sh, f32 and bf16 runs alternating,
+# bf16 instructions): the tiny shape of bench/train_shapes.sh, f32 and bf16 runs alternating,
 # ROUNDS of each, each run's median step time over the steps after the warm-up (per-step metrics
 # lines), then per round the ratio bf16 / f32 of the two runs made seconds apart, and the median
 # of those ratios (this machine's speed drifts between states for minutes at a time; a pair sees
@@ -16,20 +16,18 @@ rounds=${ROUNDS:-6}
 h2=${H2:-build/bin/h2}
 tries=${TRIES:-10}
 steps=${STEPS:-40}
-warm=5
 mkdir -p "$out"
 : >"$out/load.txt"
 source bench/quiet_machine.sh
+source bench/train_shapes.sh
 apply_max_isa "${MAX_ISA:-native}" "$out"
+train_shape tiny  # warm, h2_model
 
 for i in $(seq "$rounds"); do
   for dtype in f32 bf16; do
     quiet_run "$dtype.$i" "$out/$dtype.$i.log" "$out/$dtype.$i.log" "$h2" train \
-      configs/train/tiny.yaml --set model.vocab_size=256 --set model.dim=128 \
-      --set model.n_layers=4 --set model.n_heads=4 --set model.n_kv_heads=4 \
-      --set model.ffn_dim=344 --set model.seq_len=128 --set model.tie_embeddings=true \
-      --set train.batch_size=8 --set train.steps=$((warm + steps)) --set train.grad_accum=1 \
-      --set train.eval_every=0 --set checkpoint.dir= --set log.every=1 \
+      configs/train/tiny.yaml "${h2_model[@]}" --set train.steps=$((warm + steps)) \
+      --set train.grad_accum=1 --set train.eval_every=0 --set checkpoint.dir= --set log.every=1 \
       --set train.dtype="$dtype" --set log.metrics_file="$out/$dtype.$i.jsonl"
   done
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training throughput: `h2 train` against its PyTorch peer (bench/train_peer_torch.py, same
 # architecture and shapes, f32, 2 threads), eager and torch.compile'd, alternating runs, ROUNDS of each per shape, then the
-# medians (bench/train_summary.py). Shapes:
+# medians (bench/train_summary.py). Shapes (bench/train_shapes.sh):
 #   tiny: vocab 256, dim 128, 4 layers, 4 heads, ffn 344, seq 128, batch 8, tied head
 #   124m: vocab 50257, dim 768, 12 layers, 12 heads, ffn 2048, seq 256, batch 2, untied head
 #         (162.1M parameters with the separate 50257 x 768 head; 123.6M without it)
@@ -41,6 +41,7 @@ mkdir -p "$out"
 export TORCHINDUCTOR_CACHE_DIR="$(cd "$out" && pwd)/inductor-cache"
 rm -rf "$TORCHINDUCTOR_CACHE_DIR"
 source bench/quiet_machine.sh
+source bench/train_shapes.sh
 apply_max_isa "${MAX_ISA:-native}" "$out"
 
 # run NAME CMD...: stdout+stderr into $out/NAME.log, "%e %U %S %M" into $out/NAME.time.
@@ -49,23 +50,9 @@ run() {
 }
 
 for shape in "${shapes[@]}"; do
-  case $shape in
-    tiny)
-      warm=5 steps=$tiny_steps
-      h2_model=(--set model.vocab_size=256 --set model.dim=128 --set model.n_layers=4
-        --set model.n_heads=4 --set model.n_kv_heads=4 --set model.ffn_dim=344
-        --set model.seq_len=128 --set model.tie_embeddings=true --set train.batch_size=8)
-      peer_model=(--vocab-size 256 --dim 128 --n-layers 4 --n-heads 4 --ffn-dim 344
-        --seq-len 128 --batch-size 8) ;;
-    124m)
-      warm=2 steps=$big_steps
-      h2_model=(--set model.vocab_size=50257 --set model.dim=768 --set model.n_layers=12
-        --set model.n_heads=12 --set model.n_kv_heads=12 --set model.ffn_dim=2048
-        --set model.seq_len=256 --set model.tie_embeddings=false --set train.batch_size=2)
-      peer_model=(--vocab-size 50257 --dim 768 --n-layers 12 --n-heads 12 --ffn-dim 2048
-        --seq-len 256 --batch-size 2 --untied) ;;
-    *) echo "unknown shape $shape" >&2; exit 2 ;;
-  esac
+  train_shape "$shape"
+  steps=$tiny_steps
+  [[ $shape == 124m ]] && steps=$big_steps
   for i in $(seq "$rounds"); do
     # H2: text data (byte ids < 256 are valid for any vocab >= 256), no eval, no checkpoints.
     run "h2.$shape.$i" "$h2" train configs/train/tiny.yaml "${h2_model[@]}" "${h2_dtype[@]}" \
