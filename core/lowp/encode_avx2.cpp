@@ -7,10 +7,10 @@
 // nibble of an odd length cleared. Random bits: the 8 64-bit counters key + (first_index + i *
 // index_stride) * kCounterStep lie in two 4-lane vectors, elements {0, 1, 4, 5} and {2, 3, 6, 7},
 // so that one shuffle of their high halves gives the 8 lanes in order; both advance by 8 strides
-// a step. AVX2 has no 64-bit multiply, so
-// splitmix64's products are built from three 32 x 32 -> 64-bit ones. It has no unsigned compares
-// either: every magnitude compared here is below 2^31, where signed compares agree, and the
-// stochastic round-up test ~random < threshold compares with both sign bits flipped.
+// a step. AVX2 has no 64-bit multiply, so splitmix64's products are built from three 32 x 32 ->
+// 64-bit ones. It has no unsigned compares either: every magnitude compared here is below 2^31,
+// where signed compares agree, and the stochastic round-up test ~random < threshold compares with
+// both sign bits flipped.
 //
 // Why not the portable loops built for x86-64-v3: GCC vectorised them with the random counters
 // multiplied per element in scalar code and the codes bounced through a 64-byte buffer, and a
