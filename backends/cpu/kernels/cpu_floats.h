@@ -2,7 +2,7 @@
 // elements: f32 data is used in place, bf16 and f16 are converted into a caller's stack buffer
 // (exact widening; narrowing rounds to nearest even, as core/half_float.h). Conversions are bulk
 // loops the compiler vectorises (bf16) or F16C instructions (f16), bit-identical to the scalars
-// (checked over every f32 and f16 pattern) except that F16C widens signalling NaNs to quiet ones.
+// except that F16C widens signalling NaNs to quiet ones (tests/backends/cpu_floats_test.cpp).
 #pragma once
 
 #if defined(__F16C__)

@@ -1,0 +1,54 @@
+// cpu_floats.h's bulk conversions against core/half_float.h's scalars, bit for bit, as the
+// compiler vectorises them for the kernels' -march: bf16 narrowing over every upper half of the
+// f32 bit pattern (sign, exponent, the mantissa bits bf16 keeps; NaN and infinity among them)
+// with the lower halves that decide the rounding, cut into lengths that leave every tail; bf16
+// widening over every pattern.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/kernels/cpu_floats.h"
+#include "core/half_float.h"
+
+namespace h2::cpu {
+namespace {
+
+// Every upper half with lower halves 0, 1, just below the tie, the tie, just above, the largest.
+std::vector<float> rounding_patterns() {
+  std::vector<float> values;
+  for (uint32_t upper = 0; upper < 0x10000u; ++upper)
+    for (uint32_t lower : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      values.push_back(std::bit_cast<float>(upper << 16 | lower));
+  return values;
+}
+
+TEST(CpuFloats, Bf16NarrowingMatchesTheScalarBitForBit) {
+  const std::vector<float> values = rounding_patterns();
+  std::vector<bf16_t> got(values.size());
+  // Pieces of 1 to 40 values: every tail length past a vector, and vectors at every alignment.
+  for (size_t at = 0, n = 1; at < values.size(); at += n, n = n % 40 + 1)
+    from_floats(values.data() + at, int64_t(std::min(n, values.size() - at)), got.data() + at);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t want = f32_to_bf16(values[i]);
+    if (got[i].bits != want && wrong++ < 8)
+      ADD_FAILURE() << "f32 bits 0x" << std::hex << std::bit_cast<uint32_t>(values[i])
+                    << " gave bf16 0x" << got[i].bits << ", the scalar 0x" << want;
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(CpuFloats, Bf16WideningIsExactForEveryPattern) {
+  std::vector<bf16_t> all(0x10000);
+  for (uint32_t bits = 0; bits < 0x10000u; ++bits) all[bits].bits = uint16_t(bits);
+  std::vector<float> got(all.size());
+  to_floats(all.data(), int64_t(all.size()), got.data());
+  for (uint32_t bits = 0; bits < 0x10000u; ++bits)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[bits]), bits << 16) << std::hex << bits;
+}
+
+}  // namespace
+}  // namespace h2::cpu
