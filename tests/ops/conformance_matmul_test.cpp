@@ -2,10 +2,12 @@
 // operands, alpha/beta semantics (beta == 0 must not read out; K == 0 gives beta*out), 0-size and
 // 1x1x1 edges, non-contiguous operands and the model's linear-layer shapes. Weights are drawn with
 // the 1/sqrt(K) scale of an initialised layer, so outputs are O(1) as in training.
+#include <atomic>
 #include <cmath>
 
 #include <fmt/format.h>
 
+#include "backends/cpu/kernels/cpu_parallel.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "tests/ops/conformance.h"
@@ -178,7 +180,7 @@ TEST_P(OpConformance, matmul_model_weight_grad) {
 TEST_P(OpConformance, matmul_16bit_inputs_f32_out) {
   H2_REQUIRE_OP(Op::matmul);
   if (dt() == DType::f32) GTEST_SKIP() << "f32 inputs: the f32 cases above";
-  auto check = [&](const ref::MatmulDims& d, float beta) {
+  auto check = [&](const ref::MatmulDims& d, float beta, float alpha = 1) {
     const Shape sa = d.trans_a ? Shape{d.K, d.M} : Shape{d.M, d.K};
     const Shape sb = d.trans_b ? Shape{d.N, d.K} : Shape{d.K, d.N};
     const auto a = rand(sa.numel()), b = rand(sb.numel());
@@ -189,10 +191,13 @@ TEST_P(OpConformance, matmul_16bit_inputs_f32_out) {
                  .b = upload(b, sb),
                  .trans_a = d.trans_a,
                  .trans_b = d.trans_b,
+                 .alpha = alpha,
                  .beta = beta});
-    expect_close(fmt::format("{} inputs, f32 out, M={} N={} K={} trans_a={} trans_b={} beta={}",
-                             dtype_name(dt()), d.M, d.N, d.K, d.trans_a, d.trans_b, beta),
-                 out, ref::matmul(to_double(a), to_double(b), to_double(o), d, 1.0f, beta));
+    expect_close(fmt::format("{} inputs, f32 out, M={} N={} K={} trans_a={} trans_b={} alpha={} "
+                             "beta={}, {} CPU kernel threads",
+                             dtype_name(dt()), d.M, d.N, d.K, d.trans_a, d.trans_b, alpha, beta,
+                             cpu::kernel_threads()),
+                 out, ref::matmul(to_double(a), to_double(b), to_double(o), d, alpha, beta));
   };
   for (bool ta : {false, true})
     for (bool tb : {false, true}) check({.M = 7, .N = 5, .K = 13, .trans_a = ta, .trans_b = tb}, 0);
@@ -200,6 +205,17 @@ TEST_P(OpConformance, matmul_16bit_inputs_f32_out) {
   check({.M = 688, .N = 256, .K = 128, .trans_a = true}, 1.0f);
   // Rows in blocks (as matmul_rows_in_blocks_with_alpha_beta), the f32 out written in place.
   check({.M = 201, .N = 300, .K = 200}, 1.0f);
+  // A weight gradient over many tokens, where the CPU widens by blocks of K rows (480 here, and a
+  // short last one) into out and per-thread partial sums: with 1, 2 and 3 threads, so that one
+  // thread adds several blocks and others' partial sums are added to out, with alpha and beta.
+  std::atomic<int>& threads = cpu::kernel_thread_setting();
+  const int saved = threads.load();
+  for (int n : {1, 2, 3}) {
+    threads.store(n);
+    for (float beta : {0.0f, 1.0f})
+      check({.M = 96, .N = 40, .K = 1000, .trans_a = true}, beta, 0.5f);
+  }
+  threads.store(saved);
   // Mixed dtypes beyond that are refused, naming them.
   const Tensor a16 = upload(rand(4 * 3), {4, 3});
   const Tensor b32 = upload(rand(3 * 2, -1, 1, DType::f32), {3, 2}, DType::f32);

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
@@ -162,6 +163,38 @@ void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, con
   context.onednn().run(onednn_call(d, args, DType::f32, DType::f32), a, b, c, kernel_threads());
 }
 
+// Runs body(t, count) on every thread t of a team of at most `team` OpenMP threads, count of
+// them (the runtime may give fewer), so that thread numbers index per-thread buffers; returns
+// count. An error (oneDNN refusing a shape) leaves the region as an exception_ptr and is thrown
+// after it.
+template <class Body>
+int64_t run_team(int64_t team, Body&& body) {
+  std::exception_ptr failure;
+  int64_t ran = 0;
+#pragma omp parallel num_threads(int(team))
+  {
+    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+    if (t == 0) ran = count;
+    try {
+      body(t, count);
+    } catch (...) {
+#pragma omp critical(h2_matmul_team_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+  return ran;
+}
+
+// The bytes of oneDNN workspace the largest of `calls` needs, as a whole number of 16-float
+// (64-byte) units, so that per-thread slots laid end to end stay 64-byte aligned.
+int64_t workspace_floats(KernelContext& context, std::initializer_list<GemmCall> calls) {
+  size_t bytes = 0;
+  for (const GemmCall& call : calls)
+    bytes = std::max(bytes, context.onednn().scratchpad_bytes(call));
+  return int64_t((bytes + 63) / 64 * 16);
+}
+
 // Widening a row-major a by blocks of rows: each thread widens a block into its own buffer and
 // multiplies it at once, on its own, while the block is in its cache; b is widened once and
 // shared. Whole-operand widening wrote and re-read every f32 copy through memory: on the AVX2
@@ -198,11 +231,9 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
   // Each thread's slot: its block of a, of a 16-bit out, and oneDNN's workspace (for the full
   // block and the last one); all multiples of 16 floats, so each starts 64-byte aligned, as the
   // device's allocator aligns the whole.
-  auto floats_of = [](size_t bytes) { return int64_t((bytes + 63) / 64 * 16); };
-  int64_t pad = 0;
-  if (onednn)
-    for (int64_t n : {std::min(block, rows), last})
-      pad = std::max(pad, floats_of(context.onednn().scratchpad_bytes(rows_call(d, args, n))));
+  const int64_t pad = onednn ? workspace_floats(context, {rows_call(d, args, std::min(block, rows)),
+                                                          rows_call(d, args, last)})
+                             : 0;
   const int64_t a_floats = block * K, c_floats = narrow_out ? block * N : 0;
   const int64_t slot = a_floats + c_floats + pad;
   ScratchBuffer<float> b32(stream, size_t(K * N));
@@ -223,21 +254,82 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
     }
     if (narrow_out) from_floats(c32, n * N, args.out.data_as<T>() + r0 * N);
   };
-  // A team of its own size, so that thread numbers index the slots; an error (oneDNN refusing a
-  // shape) leaves the region as an exception_ptr and is thrown after it.
-  std::exception_ptr failure;
-#pragma omp parallel num_threads(team)
-  {
-    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-    try {
-      for (int64_t c = chunks * t / count; c < chunks * (t + 1) / count; ++c)
-        multiply_block(slots.data() + slot * t, c);
-    } catch (...) {
-#pragma omp critical(h2_matmul_rows_failure)
-      if (!failure) failure = std::current_exception();
+  run_team(team, [&](int64_t t, int64_t count) {
+    for (int64_t c = chunks * t / count; c < chunks * (t + 1) / count; ++c)
+      multiply_block(slots.data() + slot * t, c);
+  });
+}
+
+// Weight gradients, out (M, N) f32 = alpha * a^T @ b + beta * out with a (K, M) and b (K, N)
+// 16-bit, K the tokens: each thread takes a run of K blocks, widens a block of rows of both into
+// its own buffer and adds their product at once, while the block is in its cache, into out
+// (thread 0) or its own partial sum, which are added to out at the end. Whole-operand widening
+// wrote and re-read both f32 copies through memory: 8% of tiny's bf16 step on the AVX-512 path
+// (docs/performance.md). Only where out fits in a core's cache, as every block reads and writes
+// it again (a layer's weight in a small model), and the partial sums cost less than the copies.
+bool widen_by_k(const MatmulDims& d, const MatmulArgs& args, int64_t threads) {
+  return d.K > 0 && d.batch == 1 && args.trans_a && !args.trans_b &&
+         args.out.dtype() == DType::f32 && d.M * d.N <= kSharedOperandFloats &&
+         d.M * d.N * (threads - 1) <= d.K * (d.M + d.N) && !omp_in_parallel();
+}
+
+// One block of n rows of a and b: c (M, N) = alpha * a32^T @ b32 + beta * c.
+GemmCall k_block_call(const MatmulDims& d, const MatmulArgs& args, int64_t n, float beta) {
+  GemmCall call =
+      onednn_call({.batch = 1, .M = d.M, .N = d.N, .K = n}, args, DType::f32, DType::f32);
+  call.beta = beta;
+  return call;
+}
+
+template <class T>
+void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
+                         KernelContext& context) {
+  const int64_t M = d.M, N = d.N, K = d.K, threads = kernel_threads();
+  const bool onednn = context.gemm_provider() == GemmProvider::onednn;
+  // Blocks of a multiple of 16 rows that the 256 KB budget holds, at least 16, at most a
+  // thread's share.
+  const int64_t block = std::min(std::max<int64_t>(16, kRowBlockFloats / (M + N) / 16 * 16),
+                                 ceil_div(ceil_div(K, threads), 16) * 16);
+  const int64_t chunks = ceil_div(K, block), last = K - (chunks - 1) * block;
+  const int64_t team = std::min(threads, chunks);
+  // A thread's slot: its blocks of a and b and oneDNN's workspace for every block it may run
+  // (full or last; into out with beta, or with 0 into a partial sum, or adding with 1).
+  int64_t pad = 0;
+  if (onednn)
+    for (float beta : {args.beta, 0.0f, 1.0f})
+      pad = std::max(pad, workspace_floats(context, {k_block_call(d, args, block, beta),
+                                                     k_block_call(d, args, last, beta)}));
+  const int64_t slot = block * (M + N) + pad;
+  ScratchBuffer<float> slots(stream, size_t(slot * team));
+  ScratchBuffer<float> partials(stream, size_t(M * N * (team - 1)));
+  const T* a = args.a.data_as<T>();
+  const T* b = args.b.data_as<T>();
+  float* out = args.out.data_as<float>();
+  const int64_t ran = run_team(team, [&](int64_t t, int64_t count) {
+    float* a32 = slots.data() + slot * t;
+    float* b32 = a32 + block * M;
+    float* c = t == 0 ? out : partials.data() + (t - 1) * M * N;
+    float beta = t == 0 ? args.beta : 0.0f;
+    for (int64_t chunk = chunks * t / count; chunk < chunks * (t + 1) / count; ++chunk) {
+      const int64_t k0 = chunk * block, n = std::min(block, K - k0);
+      to_floats(a + k0 * M, n * M, a32);
+      to_floats(b + k0 * N, n * N, b32);
+      if (onednn) {
+        context.onednn().run_alone(k_block_call(d, args, n, beta), a32, b32, c, b32 + block * N,
+                                   size_t(pad) * sizeof(float));
+      } else {  // OpenBLAS, single-threaded inside a parallel region
+        sgemm(true, false, M, N, n, args.alpha, a32, M, b32, N, beta, c, N);
+      }
+      beta = 1.0f;
     }
-  }
-  if (failure) std::rethrow_exception(failure);
+  });
+  if (ran > 1)
+    parallel_for(M * N, ran, [&](int64_t begin, int64_t end) {
+      for (int64_t t = 1; t < ran; ++t) {
+        const float* partial = partials.data() + (t - 1) * M * N;
+        for (int64_t i = begin; i < end; ++i) out[i] += partial[i];
+      }
+    });
 }
 
 // bf16/f16 inputs: f32 copies of a and b, one f32 product; a 16-bit out is widened when beta
@@ -246,6 +338,8 @@ template <class T>
 void matmul_widened(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
                     KernelContext& context) {
   if (widen_by_rows(d, args)) return matmul_widened_by_rows<T>(d, args, stream, context);
+  if (widen_by_k(d, args, kernel_threads()))
+    return matmul_widened_by_k<T>(d, args, stream, context);
   const int64_t a_elems = args.a.numel();
   const int64_t b_elems = args.b.numel();
   ScratchBuffer<float> a32(stream, size_t(a_elems));
