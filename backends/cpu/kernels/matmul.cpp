@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <exception>
@@ -163,27 +164,51 @@ void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, con
   context.onednn().run(onednn_call(d, args, DType::f32, DType::f32), a, b, c, kernel_threads());
 }
 
-// Runs body(t, count) on every thread t of a team of at most `team` OpenMP threads, count of
-// them (the runtime may give fewer), so that thread numbers index per-thread buffers; returns
-// count. An error (oneDNN refusing a shape) leaves the region as an exception_ptr and is thrown
-// after it.
-template <class Body>
-int64_t run_team(int64_t team, Body&& body) {
+// Runs the phases one after another on every thread t of a team of at most `team` OpenMP
+// threads, count of them (the runtime may give fewer), as phase(t, count), so that thread numbers
+// index per-thread buffers, with a barrier between phases; returns count. An error (oneDNN
+// refusing a shape) skips the later phases and is thrown after the region.
+template <class... Phases>
+int64_t run_team(int64_t team, Phases&&... phases) {
   std::exception_ptr failure;
+  std::atomic<bool> failed = false;
   int64_t ran = 0;
 #pragma omp parallel num_threads(int(team))
   {
     const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
     if (t == 0) ran = count;
-    try {
-      body(t, count);
-    } catch (...) {
+    int64_t index = 0;
+    auto run = [&](auto& phase) {
+      if (index++ > 0) {
+#pragma omp barrier
+      }
+      if (failed) return;
+      try {
+        phase(t, count);
+      } catch (...) {
 #pragma omp critical(h2_matmul_team_failure)
-      if (!failure) failure = std::current_exception();
-    }
+        if (!failure) failure = std::current_exception();
+        failed = true;
+      }
+    };
+    (run(phases), ...);
   }
   if (failure) std::rethrow_exception(failure);
   return ran;
+}
+
+// Blocks of an extent shared out among a team by whole blocks (thread t takes blocks
+// [chunks t / team, chunks (t + 1) / team)): of the multiples of 16 up to `most` (at least 16), the
+// one whose busiest thread has the fewest rows, the largest of those. 1,024 rows in blocks of at
+// most 80 on 2 threads: 64 (8 blocks each), where 80 would give one thread 7 blocks and the other
+// 6, leaving it idle for a twelfth of the multiply.
+int64_t balanced_block(int64_t extent, int64_t most, int64_t team) {
+  int64_t best = 16, busiest = INT64_MAX;
+  for (int64_t block = std::max<int64_t>(16, most / 16 * 16); block >= 16; block -= 16) {
+    const int64_t rows = ceil_div(ceil_div(extent, block), team) * block;
+    if (rows < busiest) best = block, busiest = rows;
+  }
+  return best;
 }
 
 // The bytes of oneDNN workspace the largest of `calls` needs, as a whole number of 16-float
@@ -220,14 +245,15 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
   const int64_t rows = d.batch * d.M, K = d.K, N = d.N;
   const bool narrow_out = args.out.dtype() != DType::f32;
   const bool onednn = context.gemm_provider() == GemmProvider::onednn;
-  // A multiple of 16 rows (the GEMM's row panels stay full): as many as the 256 KB budget holds
-  // but at least 32 (over budget where K + N exceeds 2,048), and at most a thread's share, so that
-  // every thread gets a block.
+  // A multiple of 16 rows (the GEMM's row panels stay full): about as many as the 256 KB budget
+  // holds but at least 32 (over budget where K + N exceeds 2,048), at most a thread's share, so
+  // that every thread gets a block, and shared out evenly.
   const int64_t threads = kernel_threads();
-  const int64_t block = std::min(std::max<int64_t>(32, kRowBlockFloats / (K + N) / 16 * 16),
-                                 std::max<int64_t>(16, ceil_div(ceil_div(rows, threads), 16) * 16));
+  const int64_t most = std::min(std::max<int64_t>(32, kRowBlockFloats / (K + N)),
+                                ceil_div(ceil_div(rows, threads), 16) * 16);
+  const int64_t block = balanced_block(rows, most, threads);
   const int64_t chunks = ceil_div(rows, block), last = rows - (chunks - 1) * block;
-  const int team = int(std::min(threads, chunks));
+  const int64_t team = std::min(threads, chunks);
   // Each thread's slot: its block of a, of a 16-bit out, and oneDNN's workspace (for the full
   // block and the last one); all multiples of 16 floats, so each starts 64-byte aligned, as the
   // device's allocator aligns the whole.
@@ -237,9 +263,9 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
   const int64_t a_floats = block * K, c_floats = narrow_out ? block * N : 0;
   const int64_t slot = a_floats + c_floats + pad;
   ScratchBuffer<float> b32(stream, size_t(K * N));
-  convert(args.b.data_as<T>(), b32.data(), K * N);
   ScratchBuffer<float> slots(stream, size_t(slot * team));
   const T* a = args.a.data_as<T>();
+  const T* b = args.b.data_as<T>();
   auto multiply_block = [&](float* a32, int64_t chunk) {
     const int64_t r0 = chunk * block, n = std::min(block, rows - r0);
     float* c32 = narrow_out ? a32 + a_floats : args.out.data_as<float>() + r0 * N;
@@ -254,10 +280,17 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
     }
     if (narrow_out) from_floats(c32, n * N, args.out.data_as<T>() + r0 * N);
   };
-  run_team(team, [&](int64_t t, int64_t count) {
-    for (int64_t c = chunks * t / count; c < chunks * (t + 1) / count; ++c)
-      multiply_block(slots.data() + slot * t, c);
-  });
+  // In one region: every thread widens its share of b, then (after a barrier) its blocks.
+  run_team(
+      team,
+      [&](int64_t t, int64_t count) {
+        const int64_t begin = K * N * t / count, end = K * N * (t + 1) / count;
+        to_floats(b + begin, end - begin, b32.data() + begin);
+      },
+      [&](int64_t t, int64_t count) {
+        for (int64_t c = chunks * t / count; c < chunks * (t + 1) / count; ++c)
+          multiply_block(slots.data() + slot * t, c);
+      });
 }
 
 // Weight gradients, out (M, N) f32 = alpha * a^T @ b + beta * out with a (K, M) and b (K, N)
@@ -286,10 +319,10 @@ void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& st
                          KernelContext& context) {
   const int64_t M = d.M, N = d.N, K = d.K, threads = kernel_threads();
   const bool onednn = context.gemm_provider() == GemmProvider::onednn;
-  // Blocks of a multiple of 16 rows that the 256 KB budget holds, at least 16, at most a
-  // thread's share.
-  const int64_t block = std::min(std::max<int64_t>(16, kRowBlockFloats / (M + N) / 16 * 16),
-                                 ceil_div(ceil_div(K, threads), 16) * 16);
+  // Blocks of a multiple of 16 rows, about as many as the 256 KB budget holds, at most a
+  // thread's share, and shared out evenly.
+  const int64_t block = balanced_block(
+      K, std::min(kRowBlockFloats / (M + N), ceil_div(ceil_div(K, threads), 16) * 16), threads);
   const int64_t chunks = ceil_div(K, block), last = K - (chunks - 1) * block;
   const int64_t team = std::min(threads, chunks);
   // A thread's slot: its blocks of a and b and oneDNN's workspace for every block it may run
@@ -305,31 +338,35 @@ void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& st
   const T* a = args.a.data_as<T>();
   const T* b = args.b.data_as<T>();
   float* out = args.out.data_as<float>();
-  const int64_t ran = run_team(team, [&](int64_t t, int64_t count) {
-    float* a32 = slots.data() + slot * t;
-    float* b32 = a32 + block * M;
-    float* c = t == 0 ? out : partials.data() + (t - 1) * M * N;
-    float beta = t == 0 ? args.beta : 0.0f;
-    for (int64_t chunk = chunks * t / count; chunk < chunks * (t + 1) / count; ++chunk) {
-      const int64_t k0 = chunk * block, n = std::min(block, K - k0);
-      to_floats(a + k0 * M, n * M, a32);
-      to_floats(b + k0 * N, n * N, b32);
-      if (onednn) {
-        context.onednn().run_alone(k_block_call(d, args, n, beta), a32, b32, c, b32 + block * N,
-                                   size_t(pad) * sizeof(float));
-      } else {  // OpenBLAS, single-threaded inside a parallel region
-        sgemm(true, false, M, N, n, args.alpha, a32, M, b32, N, beta, c, N);
-      }
-      beta = 1.0f;
-    }
-  });
-  if (ran > 1)
-    parallel_for(M * N, ran, [&](int64_t begin, int64_t end) {
-      for (int64_t t = 1; t < ran; ++t) {
-        const float* partial = partials.data() + (t - 1) * M * N;
-        for (int64_t i = begin; i < end; ++i) out[i] += partial[i];
-      }
-    });
+  // In one region: every thread adds its blocks' products, then (after a barrier) its share of
+  // out's elements takes the other threads' partial sums.
+  run_team(
+      team,
+      [&](int64_t t, int64_t count) {
+        float* a32 = slots.data() + slot * t;
+        float* b32 = a32 + block * M;
+        float* c = t == 0 ? out : partials.data() + (t - 1) * M * N;
+        float beta = t == 0 ? args.beta : 0.0f;
+        for (int64_t chunk = chunks * t / count; chunk < chunks * (t + 1) / count; ++chunk) {
+          const int64_t k0 = chunk * block, n = std::min(block, K - k0);
+          to_floats(a + k0 * M, n * M, a32);
+          to_floats(b + k0 * N, n * N, b32);
+          if (onednn) {
+            context.onednn().run_alone(k_block_call(d, args, n, beta), a32, b32, c, b32 + block * N,
+                                       size_t(pad) * sizeof(float));
+          } else {  // OpenBLAS, single-threaded inside a parallel region
+            sgemm(true, false, M, N, n, args.alpha, a32, M, b32, N, beta, c, N);
+          }
+          beta = 1.0f;
+        }
+      },
+      [&](int64_t t, int64_t count) {
+        const int64_t begin = M * N * t / count, end = M * N * (t + 1) / count;
+        for (int64_t other = 1; other < count; ++other) {
+          const float* partial = partials.data() + (other - 1) * M * N;
+          for (int64_t i = begin; i < end; ++i) out[i] += partial[i];
+        }
+      });
 }
 
 // bf16/f16 inputs: f32 copies of a and b, one f32 product; a 16-bit out is widened when beta
