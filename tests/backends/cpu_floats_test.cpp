@@ -1,8 +1,9 @@
-// cpu_floats.h's bulk conversions against core/half_float.h's scalars, bit for bit, as the
-// compiler vectorises them for the kernels' -march: bf16 narrowing over every upper half of the
-// f32 bit pattern (sign, exponent, the mantissa bits bf16 keeps; NaN and infinity among them)
-// with the lower halves that decide the rounding, cut into lengths that leave every tail; bf16
-// widening over every pattern.
+// cpu_floats.h's bulk conversions against core/half_float.h's scalars, bit for bit, as built for
+// the kernels' -march. bf16 narrowing, AVX-512 where the CPU has it (bf16_narrow_avx512.h) and the
+// compiler's AVX2 loop under H2_CPU_MAX_ISA=avx2 (this test's capped run): over every upper half
+// of the f32 bit pattern (sign, exponent, the mantissa bits bf16 keeps; NaN and infinity among
+// them) with the lower halves that decide the rounding, cut into lengths that leave every tail.
+// bf16 widening over every pattern.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/cpu/kernels/bf16_narrow_avx512.h"
 #include "backends/cpu/kernels/cpu_floats.h"
+#include "core/cpu_features.h"
 #include "core/half_float.h"
 
 namespace h2::cpu {
@@ -38,7 +41,18 @@ TEST(CpuFloats, Bf16NarrowingMatchesTheScalarBitForBit) {
       ADD_FAILURE() << "f32 bits 0x" << std::hex << std::bit_cast<uint32_t>(values[i])
                     << " gave bf16 0x" << got[i].bits << ", the scalar 0x" << want;
   }
-  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(wrong, 0) << "AVX-512 " << (cpu_has_avx512bw() ? "used" : "not used");
+}
+
+TEST(CpuFloats, Avx512NarrowingDoesWholeVectorsOnly) {
+  if (!cpu_has_avx512bw()) GTEST_SKIP() << "no AVX512F/BW here (or H2_CPU_MAX_ISA hides them)";
+  std::vector<float> values(19);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + float(i) * 0x1p-9f;  // ties too
+  std::vector<bf16_t> got(values.size(), bf16_t{0xabcd});
+  EXPECT_EQ(from_floats_avx512(values.data(), int64_t(values.size()), got.data()), 16);
+  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(got[i].bits, f32_to_bf16(values[i])) << i;
+  for (size_t i = 16; i < values.size(); ++i) EXPECT_EQ(got[i].bits, 0xabcd) << i;
+  EXPECT_EQ(from_floats_avx512(values.data(), 15, got.data()), 0);
 }
 
 TEST(CpuFloats, Bf16WideningIsExactForEveryPattern) {

@@ -1,8 +1,9 @@
 // FP32 views of f32/bf16/f16 tensor data. Kernels compute on float arrays of at most kChunk
 // elements: f32 data is used in place, bf16 and f16 are converted into a caller's stack buffer
 // (exact widening; narrowing rounds to nearest even, as core/half_float.h). Conversions are bulk
-// loops the compiler vectorises (bf16) or F16C instructions (f16), bit-identical to the scalars
-// except that F16C widens signalling NaNs to quiet ones (tests/backends/cpu_floats_test.cpp).
+// loops the compiler vectorises (bf16), AVX-512 where the CPU has it (bf16 narrowing,
+// bf16_narrow_avx512.h) or F16C instructions (f16), bit-identical to the scalars except that
+// F16C widens signalling NaNs to quiet ones (tests/backends/cpu_floats_test.cpp).
 #pragma once
 
 #if defined(__F16C__)
@@ -12,7 +13,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/bf16_narrow_avx512.h"
 #include "backends/cpu/kernels/element.h"
+#include "core/cpu_features.h"
 #include "core/tensor.h"
 
 namespace h2::cpu {
@@ -40,7 +43,8 @@ inline void from_floats(const float* src, int64_t n, float* dst) {
   if (src != dst) std::memmove(dst, src, size_t(n) * sizeof(float));
 }
 inline void from_floats(const float* src, int64_t n, bf16_t* dst) {
-  for (int64_t i = 0; i < n; ++i) store(dst + i, src[i]);
+  const int64_t done = n >= 16 && cpu_has_avx512bw() ? from_floats_avx512(src, n, dst) : 0;
+  for (int64_t i = done; i < n; ++i) store(dst + i, src[i]);
 }
 inline void from_floats(const float* src, int64_t n, f16_t* dst) {
   int64_t i = 0;
