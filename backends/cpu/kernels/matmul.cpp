@@ -225,8 +225,10 @@ int64_t workspace_floats(KernelContext& context, std::initializer_list<GemmCall>
 // shared. Whole-operand widening wrote and re-read every f32 copy through memory: on the AVX2
 // path tiny's bf16 step spent 17% of its time converting (docs/performance.md). Only where b is
 // small (a layer's weight, which every block reads again from cache); larger ones the GEMM
-// library blocks better itself.
-constexpr int64_t kRowBlockFloats = 64 * 1024;        // a block of a and of a 16-bit out: 256 KB
+// library blocks better itself. Blocks of 512 KB, within a core's L2 on the CPUs measured (1 MB
+// on Zen 4 and 5, 1-2 MB on Xeons): against 256 KB, fewer GEMM calls, and tiny's bf16 step 3%
+// shorter on Zen 5 while its memory was slow, the same while it was not (docs/performance.md).
+constexpr int64_t kRowBlockFloats = 128 * 1024;       // a block of a and of a 16-bit out
 constexpr int64_t kSharedOperandFloats = 256 * 1024;  // b, read by every block: 1 MB
 
 bool widen_by_rows(const MatmulDims& d, const MatmulArgs& args) {
@@ -245,9 +247,9 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
   const int64_t rows = d.batch * d.M, K = d.K, N = d.N;
   const bool narrow_out = args.out.dtype() != DType::f32;
   const bool onednn = context.gemm_provider() == GemmProvider::onednn;
-  // A multiple of 16 rows (the GEMM's row panels stay full): about as many as the 256 KB budget
-  // holds but at least 32 (over budget where K + N exceeds 2,048), at most a thread's share, so
-  // that every thread gets a block, and shared out evenly.
+  // A multiple of 16 rows (the GEMM's row panels stay full): about as many as the budget holds
+  // but at least 32 (over budget where K + N exceeds 4,096), at most a thread's share, so that
+  // every thread gets a block, and shared out evenly.
   const int64_t threads = kernel_threads();
   const int64_t most = std::min(std::max<int64_t>(32, kRowBlockFloats / (K + N)),
                                 ceil_div(ceil_div(rows, threads), 16) * 16);
@@ -319,8 +321,8 @@ void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& st
                          KernelContext& context) {
   const int64_t M = d.M, N = d.N, K = d.K, threads = kernel_threads();
   const bool onednn = context.gemm_provider() == GemmProvider::onednn;
-  // Blocks of a multiple of 16 rows, about as many as the 256 KB budget holds, at most a
-  // thread's share, and shared out evenly.
+  // Blocks of a multiple of 16 rows, about as many as the budget holds, at most a thread's
+  // share, and shared out evenly.
   const int64_t block = balanced_block(
       K, std::min(kRowBlockFloats / (M + N), ceil_div(ceil_div(K, threads), 16) * 16), threads);
   const int64_t chunks = ceil_div(K, block), last = K - (chunks - 1) * block;
