@@ -8,7 +8,10 @@
 # Usage: bench/dtype_pair_bench.sh [OUT_DIR]   (default build/dtype-pair)
 #   env: ROUNDS (6), H2 (build/bin/h2), TRIES (10), STEPS (40 timed, after 5 warm-up),
 #        MAX_ISA (native; avx2 or avx512: H2 and OpenBLAS held to an older CPU's instruction set,
-#        bench/quiet_machine.sh's apply_max_isa; written to OUT_DIR/max_isa.txt)
+#        bench/quiet_machine.sh's apply_max_isa; written to OUT_DIR/max_isa.txt),
+#        BASE (another h2 binary, e.g. a build of the previous commit: each round runs its f32
+#        and bf16 steps too, right after this build's, and the summary adds its paired ratio and
+#        this build's bf16 step over its)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/dtype-pair}
@@ -16,6 +19,7 @@ rounds=${ROUNDS:-6}
 h2=${H2:-build/bin/h2}
 tries=${TRIES:-10}
 steps=${STEPS:-40}
+base=${BASE:-}
 mkdir -p "$out"
 : >"$out/load.txt"
 source bench/quiet_machine.sh
@@ -23,29 +27,43 @@ source bench/train_shapes.sh
 apply_max_isa "${MAX_ISA:-native}" "$out"
 train_shape tiny  # warm, h2_model
 
+# run NAME BINARY DTYPE I: one timed training run, its per-step metrics in $out/NAME.I.jsonl.
+run() {
+  quiet_run "$1.$4" "$out/$1.$4.log" "$out/$1.$4.log" "$2" train \
+    configs/train/tiny.yaml "${h2_model[@]}" --set train.steps=$((warm + steps)) \
+    --set train.grad_accum=1 --set train.eval_every=0 --set checkpoint.dir= --set log.every=1 \
+    --set train.dtype="$3" --set log.metrics_file="$out/$1.$4.jsonl"
+}
 for i in $(seq "$rounds"); do
-  for dtype in f32 bf16; do
-    quiet_run "$dtype.$i" "$out/$dtype.$i.log" "$out/$dtype.$i.log" "$h2" train \
-      configs/train/tiny.yaml "${h2_model[@]}" --set train.steps=$((warm + steps)) \
-      --set train.grad_accum=1 --set train.eval_every=0 --set checkpoint.dir= --set log.every=1 \
-      --set train.dtype="$dtype" --set log.metrics_file="$out/$dtype.$i.jsonl"
-  done
+  for dtype in f32 bf16; do run "$dtype" "$h2" "$dtype" "$i"; done
+  if [[ -n $base ]]; then
+    for dtype in f32 bf16; do run "base-$dtype" "$base" "$dtype" "$i"; done
+  fi
 done
-python3 - "$out" "$rounds" "$warm" <<'PY' | tee "$out/summary.md"
+python3 - "$out" "$rounds" "$warm" "$base" <<'PY' | tee "$out/summary.md"
 import json, statistics, sys
-out, rounds, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, rounds, warm, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 def step_ms(path):
     steps = [json.loads(x) for x in open(path) if x.strip()]
     return statistics.median(s["step_ms"] for s in steps
                              if s.get("event") == "step" and s["step"] > warm)
-f32 = [step_ms(f"{out}/f32.{i}.jsonl") for i in range(1, rounds + 1)]
-bf16 = [step_ms(f"{out}/bf16.{i}.jsonl") for i in range(1, rounds + 1)]
-pairs = [b / f for f, b in zip(f32, bf16)]
+def per_round(name):
+    return [step_ms(f"{out}/{name}.{i}.jsonl") for i in range(1, rounds + 1)]
+def row(label, values, digits=1, bold=False):
+    median = f"{statistics.median(values):.{max(digits, 2)}f}"
+    print(f"| {label} | {', '.join(f'{x:.{digits}f}' for x in values)} | "
+          f"{f'**{median}x**' if bold else median} |")
+f32, bf16 = per_round("f32"), per_round("bf16")
 print("| | step ms per round | median |")
 print("|---|---|---:|")
-print(f"| f32 | {', '.join(f'{x:.1f}' for x in f32)} | {statistics.median(f32):.2f} |")
-print(f"| bf16 | {', '.join(f'{x:.1f}' for x in bf16)} | {statistics.median(bf16):.2f} |")
-print(f"| bf16 / f32, paired | {', '.join(f'{x:.3f}' for x in pairs)} | "
-      f"**{statistics.median(pairs):.3f}x** |")
+row("f32", f32)
+row("bf16", bf16)
+row("bf16 / f32, paired", [b / f for f, b in zip(f32, bf16)], 3, True)
+if base:
+    base_f32, base_bf16 = per_round("base-f32"), per_round("base-bf16")
+    row(f"base f32 ({base})", base_f32)
+    row("base bf16", base_bf16)
+    row("base bf16 / f32, paired", [b / f for f, b in zip(base_f32, base_bf16)], 3, True)
+    row("bf16 / base bf16", [b / a for a, b in zip(base_bf16, bf16)], 3)
 PY
 echo "results in $out (load log: $out/load.txt)"
