@@ -38,10 +38,13 @@ EmulationMonitor::Shares EmulationMonitor::interval_shares() {
   return shares;
 }
 
+size_t EmulationMonitor::Shares::worst_rank() const {
+  return size_t(std::max_element(total.begin(), total.end()) - total.begin());
+}
+
 std::string overrun_warning(const EmulationMonitor::Shares& shares) {
   if (shares.total.empty()) return {};
-  const size_t worst =
-      size_t(std::max_element(shares.total.begin(), shares.total.end()) - shares.total.begin());
+  const size_t worst = shares.worst_rank();
   if (!(shares.total[worst] > EmulationMonitor::kHonestLimit)) return {};
   const bool links = shares.links[worst] > 0;
   return fmt::format(

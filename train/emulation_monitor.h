@@ -4,6 +4,7 @@
 // (below 2%); above that the run measures the host. Real devices and links report nothing.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ class EmulationMonitor {
   EmulationMonitor(Device& device, comm::Communicator& job, Device& host);
   struct Shares {
     std::vector<double> kernels, links, total;  // per rank, in rank order
+    // The rank with the largest total share (the first of equals); total must not be empty.
+    size_t worst_rank() const;
   };
   // Collective. Each rank's overrun share since the last call, of its kernels, of its transfers
   // and of both; empty when no rank emulates anything.

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -267,8 +266,7 @@ struct Trainer::State {
     // Honest emulation: how far the hosts overran their emulated chips and links.
     if (const EmulationMonitor::Shares shares = emulation->interval_shares();
         !shares.total.empty()) {
-      const double worst = *std::max_element(shares.total.begin(), shares.total.end());
-      m.extra["emulation_overrun"] = worst;
+      m.extra["emulation_overrun"] = shares.total[shares.worst_rank()];
       m.extra["emulation_overrun_per_rank"] = shares.total;
       m.extra["emulation_overrun_kernels_per_rank"] = shares.kernels;
       m.extra["emulation_overrun_links_per_rank"] = shares.links;

@@ -1,6 +1,7 @@
 // The progress line's overrun warning (train/emulation_monitor.h): silent while every rank keeps
 // within 2% of its modelled time; otherwise the worst rank with its kernels' and links' shares,
-// and the knob that paces what overran (links: the cluster's time_scale alone).
+// and the knob that paces what overran (links: the cluster's time_scale alone). The worst rank is
+// also the metrics' emulation_overrun.
 #include "train/emulation_monitor.h"
 
 #include <gtest/gtest.h>
@@ -35,6 +36,13 @@ TEST(OverrunWarning, KernelsAloneMayTakeEitherKnob) {
       overrun_warning({.kernels = {0.05}, .links = {0}, .total = {0.05}});  // one chip, no links
   EXPECT_TRUE(has(w, "overrun 5.0% > 2% at rank 0 (kernels 5.0%, links 0.0%")) << w;
   EXPECT_TRUE(has(w, "the cluster's time_scale or H2_VCHIP_TIME_SCALE")) << w;
+}
+
+TEST(OverrunShares, WorstRankIsTheLargestTotalTheFirstOfEquals) {
+  const EmulationMonitor::Shares shares = {
+      .kernels = {0, 0, 0, 0}, .links = {0, 0, 0, 0}, .total = {0.01, 0.03, 0.03, 0.02}};
+  EXPECT_EQ(shares.worst_rank(), 1u);
+  EXPECT_EQ(EmulationMonitor::Shares{.total = {0.5}}.worst_rank(), 0u);
 }
 
 }  // namespace
