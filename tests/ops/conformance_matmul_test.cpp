@@ -205,15 +205,16 @@ TEST_P(OpConformance, matmul_16bit_inputs_f32_out) {
   check({.M = 688, .N = 256, .K = 128, .trans_a = true}, 1.0f);
   // Rows in blocks (as matmul_rows_in_blocks_with_alpha_beta), the f32 out written in place.
   check({.M = 201, .N = 300, .K = 200}, 1.0f);
-  // A weight gradient over many tokens, where the CPU widens by blocks of K rows (480 here, and a
-  // short last one) into out and per-thread partial sums: with 1, 2 and 3 threads, so that one
-  // thread adds several blocks and others' partial sums are added to out, with alpha and beta.
+  // A weight gradient over many tokens, where the CPU widens by blocks of K rows into out and
+  // per-thread partial sums: with 1, 2 and 3 threads (blocks of 336, 256 and 336, the last one
+  // short), so that a thread adds several blocks into out (1) or into its partial sum (2), and
+  // other threads' partial sums are added to out (2, 3), with alpha and beta.
   std::atomic<int>& threads = cpu::kernel_thread_setting();
   const int saved = threads.load();
   for (int n : {1, 2, 3}) {
     threads.store(n);
     for (float beta : {0.0f, 1.0f})
-      check({.M = 96, .N = 40, .K = 1000, .trans_a = true}, beta, 0.5f);
+      check({.M = 160, .N = 176, .K = 1000, .trans_a = true}, beta, 0.5f);
   }
   threads.store(saved);
   // Mixed dtypes beyond that are refused, naming them.
