@@ -20,11 +20,11 @@ rm -rf "$out"
 mkdir -p "$out"
 : >"$out/load.txt"
 source bench/quiet_machine.sh
+source bench/train_shapes.sh
+train_shape 124m  # h2_model
 
-model=(--set model.vocab_size=50257 --set model.dim=768 --set model.n_layers=12
-  --set model.n_heads=12 --set model.n_kv_heads=12 --set model.ffn_dim=2048 --set model.seq_len=256
-  --set model.tie_embeddings=false --set train.batch_size=2 --set train.steps=21
-  --set train.grad_accum=1 --set train.eval_every=0 --set log.every=1)
+model=("${h2_model[@]}" --set train.steps=21 --set train.grad_accum=1 --set train.eval_every=0
+  --set log.every=1)
 for i in $(seq "$rounds"); do
   for mode in none sync async; do
     case $mode in

@@ -9,9 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 d=$1; rm -rf "$d"; mkdir -p "$d"
-args="configs/train/tiny.yaml --set model.vocab_size=50257 --set model.dim=768 --set model.n_layers=12 --set model.n_heads=12 --set model.n_kv_heads=12 --set model.ffn_dim=2048 --set model.seq_len=256 --set model.tie_embeddings=false --set train.batch_size=2 --set train.steps=1 --set train.grad_accum=1 --set train.eval_every=0 --set log.every=1"
+source bench/train_shapes.sh
+train_shape 124m  # h2_model
+args=(configs/train/tiny.yaml "${h2_model[@]}" --set train.steps=1 --set train.grad_accum=1
+  --set train.eval_every=0 --set log.every=1)
 H2_CPU_PEAK_GFLOPS=100 /usr/bin/time -f "%e s %M KB" strace -f -tt -e trace=openat,rename,renameat,renameat2 -o "$d"/strace.txt \
-  build/bin/h2 train $args --set checkpoint.dir="$d"/ckpt --set checkpoint.every=1 > "$d"/log.txt 2> "$d"/time.txt
+  build/bin/h2 train "${args[@]}" --set checkpoint.dir="$d"/ckpt --set checkpoint.every=1 > "$d"/log.txt 2> "$d"/time.txt
 python3 - "$d" <<'PY'
 import re,sys,datetime
 d=sys.argv[1]

@@ -30,8 +30,7 @@ train_shape tiny  # warm, h2_model
 # run NAME BINARY DTYPE I: one timed training run, its per-step metrics in $out/NAME.I.jsonl.
 run() {
   quiet_run "$1.$4" "$out/$1.$4.log" "$out/$1.$4.log" "$2" train \
-    configs/train/tiny.yaml "${h2_model[@]}" --set train.steps=$((warm + steps)) \
-    --set train.grad_accum=1 --set train.eval_every=0 --set checkpoint.dir= --set log.every=1 \
+    configs/train/tiny.yaml "${h2_model[@]}" --set train.steps=$((warm + steps)) "${h2_timed[@]}" \
     --set train.dtype="$3" --set log.metrics_file="$out/$1.$4.jsonl"
 }
 for i in $(seq "$rounds"); do

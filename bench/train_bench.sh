@@ -56,8 +56,8 @@ for shape in "${shapes[@]}"; do
   for i in $(seq "$rounds"); do
     # H2: text data (byte ids < 256 are valid for any vocab >= 256), no eval, no checkpoints.
     run "h2.$shape.$i" "$h2" train configs/train/tiny.yaml "${h2_model[@]}" "${h2_dtype[@]}" \
-      --set train.steps=$((warm + steps)) --set train.grad_accum=1 --set train.eval_every=0 \
-      --set checkpoint.dir= --set log.every=1 --set log.metrics_file="$out/h2.$shape.$i.jsonl"
+      --set train.steps=$((warm + steps)) "${h2_timed[@]}" \
+      --set log.metrics_file="$out/h2.$shape.$i.jsonl"
     run "torch.$shape.$i" "$py" bench/train_peer_torch.py "${peer_model[@]}" "${peer_dtype[@]}" \
       --warmup "$warm" --steps "$steps" --threads "$threads"
     # torch.compile compiles during the first warm-up steps: two more of them.

@@ -1,5 +1,6 @@
-# Sourced by the training benchmarks (train_bench.sh, dtype_pair_bench.sh): their model shapes,
-# defined once so that every benchmark of a shape trains the same model.
+# Sourced by the training benchmarks (train_bench.sh, dtype_pair_bench.sh, the checkpoint
+# benchmarks): their model shapes, defined once so that every benchmark of a shape trains the same
+# model, and the overrides of a timed run.
 #   tiny: vocab 256, dim 128, 4 layers, 4 heads, ffn 344, seq 128, batch 8, tied head
 #   124m: vocab 50257, dim 768, 12 layers, 12 heads, ffn 2048, seq 256, batch 2, untied head
 
@@ -24,3 +25,7 @@ train_shape() {
     *) echo "unknown shape $1 (tiny or 124m)" >&2; exit 2 ;;
   esac
 }
+
+# A timed run's `h2 train` overrides: one micro-batch a step, no evaluation, no checkpoints, the
+# metrics of every step.
+h2_timed=(--set train.grad_accum=1 --set train.eval_every=0 --set checkpoint.dir= --set log.every=1)
