@@ -100,7 +100,7 @@ planner::Profiles cluster_profiles(const Cluster& cluster, const config::TrainCo
   // A data-sheet request asks for profiles of its efficiencies, a measuring one for measured
   // profiles: neither takes the other's cached files.
   const std::string origin =
-      request.datasheet ? planner::datasheet_origin(request.efficiency) : "measured";
+      request.datasheet ? planner::datasheet_origin(request.efficiency) : planner::kMeasuredOrigin;
   for (const std::string& type : cluster.chip_types()) {
     const planner::ProfileKey key =
         planner::profile_key(cluster.chip(type), scale, shape, config.train.dtype, origin);

@@ -228,7 +228,7 @@ ChipProfile profile_from_json(const std::string& text, const std::string& source
              shape_from(doc.at("model"), source),
              parse_dtype(doc.at("dtype").get<std::string>()),
              doc.at("h2_version"),
-             doc.value("origin", std::string("measured"))};  // files before origins: measured
+             doc.value("origin", std::string(kMeasuredOrigin))};  // files before origins: measured
     p.overrun_share = doc.value("overrun_share", 0.0);
     for (const auto& [n, units] : doc.at("rows").items()) {
       const int64_t rows = rows_key(n, source);

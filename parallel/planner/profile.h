@@ -56,15 +56,20 @@ struct UnitCost {
   int64_t deferred_bytes = 0;  // held from the input-gradient pass until the weight gradient
 };
 
+// The origin of a profile h2 profile measured (ProfileKey::origin; also what a file written
+// before origins were recorded reads as).
+inline constexpr const char* kMeasuredOrigin = "measured";
+
 struct ProfileKey {
   std::string chip;       // chip type name
   std::string chip_spec;  // the spec's figures as text (peaks, bandwidths, time scale)
   ModelShape model;
   DType dtype = DType::f32;
   std::string h2_version;
-  // "measured" by h2 profile, or what else made the figures (datasheet_origin states a data-sheet
-  // profile's efficiencies): profiles of one setup made otherwise are different profiles.
-  std::string origin = "measured";
+  // kMeasuredOrigin for h2 profile's figures, or what else made them (datasheet_origin states a
+  // data-sheet profile's efficiencies): profiles of one setup made otherwise are different
+  // profiles.
+  std::string origin = kMeasuredOrigin;
   bool operator==(const ProfileKey&) const = default;
   // Why `other` does not match this key ("model.dim 128 vs 256"); empty when it does.
   std::string difference(const ProfileKey& other) const;
@@ -73,7 +78,7 @@ struct ProfileKey {
 // The key of a profile of `chip` (with the time scale it runs under) for `model` in `dtype`, made
 // as `origin` says.
 ProfileKey profile_key(const ChipSpec& chip, double time_scale, const ModelShape& model,
-                       DType dtype, std::string origin = "measured");
+                       DType dtype, std::string origin = kMeasuredOrigin);
 
 struct ChipProfile {
   ProfileKey key;
