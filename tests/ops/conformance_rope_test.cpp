@@ -64,6 +64,7 @@ const RopeCase kEdgeCases[] = {
     {2, 0, 2, 4},            // T == 0
     // Llama 3.1's scaling with a short original context: D = 32 puts pairs in all three bands.
     {1, 9, 2, 32, 40, 5e5f, RopeScaling{.factor = 8, .original_max_positions = 64}},
+    {1, 3, 2, 1026},  // a row longer than the CPU kernel's chunk: its halves in two parts each
 };
 
 TEST_P(OpConformance, rope_fwd_shapes) {

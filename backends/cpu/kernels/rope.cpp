@@ -73,24 +73,46 @@ void rope(const RopeArgs& args, Stream& stream, const char* op, float sign) {
   const float *cos_t = cos_buf.data(), *sin_t = sin_buf.data();
   rope_table(stream, freq, seq, half, args.position_offset, sign, cos_buf.data(), sin_buf.data());
 
-  parallel_for(rows, 2 * dim, [&](int64_t r0, int64_t r1) {
-    float lo_buf[kChunk], hi_buf[kChunk], out_lo[kChunk], out_hi[kChunk];
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t t = (r / heads) % seq;
-      for (int64_t c = 0; c < half; c += kChunk) {  // pairs (c + i, half + c + i)
-        const int64_t len = std::min(kChunk, half - c), lo_at = r * dim + c, hi_at = lo_at + half;
-        const float* cs = cos_t + t * half + c;
-        const float* sn = sin_t + t * half + c;
-        const float* lo = x.read(lo_at, len, lo_buf);
-        const float* hi = x.read(hi_at, len, hi_buf);
-        float* olo = out.target(lo_at, out_lo);
-        float* ohi = out.target(hi_at, out_hi);
+  // Rows whose time step is t take row t of the tables (rows run over (B, T, H)).
+  auto rotate = [&](const float* lo, const float* hi, float* olo, float* ohi, int64_t row,
+                    int64_t c, int64_t len) {
+    const int64_t t = (row / heads) % seq;
+    const float* cs = cos_t + t * half + c;
+    const float* sn = sin_t + t * half + c;
 #pragma omp simd
-        for (int64_t i = 0; i < len; ++i) {
-          const float a = lo[i], b = hi[i];  // both halves read before either is written
-          olo[i] = a * cs[i] - b * sn[i];
-          ohi[i] = b * cs[i] + a * sn[i];
-        }
+    for (int64_t i = 0; i < len; ++i) {
+      const float a = lo[i], b = hi[i];  // both halves read before either is written
+      olo[i] = a * cs[i] - b * sn[i];
+      ohi[i] = b * cs[i] + a * sn[i];
+    }
+  };
+  // Whole rows a chunk at a time where they fit (a head's row is short: D = 32 or 128), so that
+  // a 16-bit tensor is widened and rounded in one call per chunk rather than four per row; a row
+  // longer than a chunk goes by chunks of its halves.
+  const int64_t rows_per_chunk = kChunk / dim;
+  parallel_for(rows, 2 * dim, [&](int64_t r0, int64_t r1) {
+    float in_buf[kChunk], out_buf[kChunk];
+    if (rows_per_chunk > 0) {
+      for (int64_t r = r0; r < r1; r += rows_per_chunk) {
+        const int64_t n = std::min(rows_per_chunk, r1 - r), at = r * dim;
+        const float* in = x.read(at, n * dim, in_buf);
+        float* o = out.target(at, out_buf);
+        for (int64_t j = 0; j < n; ++j)
+          rotate(in + j * dim, in + j * dim + half, o + j * dim, o + j * dim + half, r + j, 0,
+                 half);
+        out.commit(at, n * dim, o);
+      }
+      return;
+    }
+    constexpr int64_t kPart = kChunk / 2;  // pairs (c + i, half + c + i), both halves in the buffer
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c = 0; c < half; c += kPart) {
+        const int64_t len = std::min(kPart, half - c), lo_at = r * dim + c, hi_at = lo_at + half;
+        const float* lo = x.read(lo_at, len, in_buf);
+        const float* hi = x.read(hi_at, len, in_buf + kPart);
+        float* olo = out.target(lo_at, out_buf);
+        float* ohi = out.target(hi_at, out_buf + kPart);
+        rotate(lo, hi, olo, ohi, r, c, len);
         out.commit(lo_at, len, olo);
         out.commit(hi_at, len, ohi);
       }
