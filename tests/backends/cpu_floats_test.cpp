@@ -31,8 +31,9 @@ std::vector<float> rounding_patterns() {
 TEST(CpuFloats, Bf16NarrowingMatchesTheScalarBitForBit) {
   const std::vector<float> values = rounding_patterns();
   std::vector<bf16_t> got(values.size());
-  // Pieces of 1 to 40 values: every tail length past a vector, and vectors at every alignment.
-  for (size_t at = 0, n = 1; at < values.size(); at += n, n = n % 40 + 1)
+  // Pieces of 1 to 72 values: every tail length past pairs of vectors and a single one, and
+  // vectors at every alignment.
+  for (size_t at = 0, n = 1; at < values.size(); at += n, n = n % 72 + 1)
     from_floats(values.data() + at, int64_t(std::min(n, values.size() - at)), got.data() + at);
   int64_t wrong = 0;
   for (size_t i = 0; i < values.size(); ++i) {
@@ -46,12 +47,14 @@ TEST(CpuFloats, Bf16NarrowingMatchesTheScalarBitForBit) {
 
 TEST(CpuFloats, Avx512NarrowingDoesWholeVectorsOnly) {
   if (!cpu_has_avx512bw()) GTEST_SKIP() << "no AVX512F/BW here (or H2_CPU_MAX_ISA hides them)";
-  std::vector<float> values(19);
+  std::vector<float> values(51);
   for (size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + float(i) * 0x1p-9f;  // ties too
   std::vector<bf16_t> got(values.size(), bf16_t{0xabcd});
-  EXPECT_EQ(from_floats_avx512(values.data(), int64_t(values.size()), got.data()), 16);
-  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(got[i].bits, f32_to_bf16(values[i])) << i;
-  for (size_t i = 16; i < values.size(); ++i) EXPECT_EQ(got[i].bits, 0xabcd) << i;
+  // Pairs of vectors, then one: 48 of 51.
+  EXPECT_EQ(from_floats_avx512(values.data(), int64_t(values.size()), got.data()), 48);
+  for (size_t i = 0; i < 48; ++i) EXPECT_EQ(got[i].bits, f32_to_bf16(values[i])) << i;
+  for (size_t i = 48; i < values.size(); ++i) EXPECT_EQ(got[i].bits, 0xabcd) << i;
+  EXPECT_EQ(from_floats_avx512(values.data(), 31, got.data()), 16);
   EXPECT_EQ(from_floats_avx512(values.data(), 15, got.data()), 0);
 }
 
