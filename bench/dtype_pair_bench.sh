@@ -4,7 +4,9 @@
 # ROUNDS of each, each run's median step time over the steps after the warm-up (per-step metrics
 # lines), then per round the ratio bf16 / f32 of the two runs made seconds apart, and the median
 # of those ratios (this machine's speed drifts between states for minutes at a time; a pair sees
-# one). Each run starts on a quiet machine (bench/quiet_machine.sh).
+# one), and the machine at full speed: the 10th and 25th percentiles of every timed step of each
+# dtype over all rounds, and their ratios (robust where the state changes inside a run, as pairs
+# are not). Each run starts on a quiet machine (bench/quiet_machine.sh).
 # Usage: bench/dtype_pair_bench.sh [OUT_DIR]   (default build/dtype-pair)
 #   env: ROUNDS (6), H2 (build/bin/h2), TRIES (10), STEPS (40 timed, after 5 warm-up),
 #        MAX_ISA (native; avx2 or avx512: H2 and OpenBLAS held to an older CPU's instruction set,
@@ -42,12 +44,16 @@ done
 python3 - "$out" "$rounds" "$warm" "$base" <<'PY' | tee "$out/summary.md"
 import json, statistics, sys
 out, rounds, warm, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-def step_ms(path):
+def timed_steps(path):
     steps = [json.loads(x) for x in open(path) if x.strip()]
-    return statistics.median(s["step_ms"] for s in steps
-                             if s.get("event") == "step" and s["step"] > warm)
+    return [s["step_ms"] for s in steps if s.get("event") == "step" and s["step"] > warm]
+def step_ms(path):
+    return statistics.median(timed_steps(path))
 def per_round(name):
     return [step_ms(f"{out}/{name}.{i}.jsonl") for i in range(1, rounds + 1)]
+def percentile(name, p):
+    steps = sorted(x for i in range(1, rounds + 1) for x in timed_steps(f"{out}/{name}.{i}.jsonl"))
+    return steps[int(p * (len(steps) - 1))]
 def row(label, values, digits=1, bold=False):
     median = f"{statistics.median(values):.{max(digits, 2)}f}"
     print(f"| {label} | {', '.join(f'{x:.{digits}f}' for x in values)} | "
@@ -64,5 +70,12 @@ if base:
     row("base bf16", base_bf16)
     row("base bf16 / f32, paired", [b / f for f, b in zip(base_f32, base_bf16)], 3, True)
     row("bf16 / base bf16", [b / a for a, b in zip(base_bf16, bf16)], 3)
+print()
+print("| full speed: percentile of every timed step | f32 ms | bf16 ms | bf16 / f32 |")
+print("|---|---:|---:|---:|")
+for label, prefix in [("", "")] + ([(" (base)", "base-")] if base else []):
+    for p in (0.10, 0.25):
+        f, b = percentile(prefix + "f32", p), percentile(prefix + "bf16", p)
+        print(f"| {int(p * 100)}th{label} | {f:.2f} | {b:.2f} | **{b / f:.3f}x** |")
 PY
 echo "results in $out (load log: $out/load.txt)"
