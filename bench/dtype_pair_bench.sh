@@ -6,7 +6,8 @@
 # of those ratios (this machine's speed drifts between states for minutes at a time; a pair sees
 # one), and the machine at full speed: the 10th and 25th percentiles of every timed step of each
 # dtype over all rounds, and their ratios (robust where the state changes inside a run, as pairs
-# are not). Each run starts on a quiet machine (bench/quiet_machine.sh).
+# are not); and the paired ratios of the rounds whose runs all saw one core-link state
+# (bench/core_link.py). Each run starts on a quiet machine (bench/quiet_machine.sh).
 # Usage: bench/dtype_pair_bench.sh [OUT_DIR]   (default build/dtype-pair)
 #   env: ROUNDS (6), H2 (build/bin/h2), TRIES (10), STEPS (40 timed, after 5 warm-up),
 #        MAX_ISA (native; avx2 or avx512: H2 and OpenBLAS held to an older CPU's instruction set,
@@ -43,6 +44,8 @@ for i in $(seq "$rounds"); do
 done
 python3 - "$out" "$rounds" "$warm" "$base" <<'PY' | tee "$out/summary.md"
 import json, statistics, sys
+sys.path.insert(0, "bench")
+from core_link import link_state
 out, rounds, warm, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 def timed_steps(path):
     steps = [json.loads(x) for x in open(path) if x.strip()]
@@ -70,6 +73,23 @@ if base:
     row("base bf16", base_bf16)
     row("base bf16 / f32, paired", [b / f for f, b in zip(base_f32, base_bf16)], 3, True)
     row("bf16 / base bf16", [b / a for a, b in zip(base_bf16, bf16)], 3)
+names = ["f32", "bf16"] + (["base-f32", "base-bf16"] if base else [])
+def round_state(i):
+    states = {link_state(f"{out}/{name}.{i}.link") for name in names}
+    return states.pop() if len(states) == 1 else "changed"
+states = [round_state(i) for i in range(1, rounds + 1)]
+print()
+print("| core link of the round's runs | rounds | bf16 / f32, paired (median)"
+      + (" | base's |" if base else " |"))
+print("|---|---:|---:" + ("|---:|" if base else "|"))
+for state in ("close", "distant", "changed"):
+    picked = [i for i, s in enumerate(states) if s == state]
+    if not picked:
+        continue
+    mine = statistics.median(bf16[i] / f32[i] for i in picked)
+    theirs = (f" {statistics.median(base_bf16[i] / base_f32[i] for i in picked):.3f}x |"
+              if base else "")
+    print(f"| {state} | {len(picked)} | **{mine:.3f}x** |{theirs}")
 print()
 print("| full speed: percentile of every timed step | f32 ms | bf16 ms | bf16 / f32 |")
 print("|---|---:|---:|---:|")

@@ -41,6 +41,17 @@ busy_jiffies() {
   awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
 }
 
+# The round trip of a cache line between the first two CPUs now, in ns (bench/core_link_probe.cpp;
+# "-" without the probe, $core_link or build/bin/h2_bench_core_link). On the 2-vCPU guests of
+# docs/performance.md it is under 250 ns while the vCPUs share a last-level cache and over it
+# while they do not, the two states in which 2-thread steps differ by 17-25%.
+core_link_ns() {
+  local probe=${core_link:-build/bin/h2_bench_core_link} line
+  line=$([[ -x $probe ]] && "$probe" 2>/dev/null) || true
+  line=${line#*round trip: }
+  echo "${line%% ns*}" | grep -E '^[0-9]+$' || echo -
+}
+
 # apply_max_isa LEVEL OUT_DIR: holds every later run to an older CPU's instruction set on this one
 # (native: nothing; avx2 or avx512): H2 by H2_CPU_MAX_ISA, PyTorch by ATEN_CPU_CAPABILITY,
 # MKL_ENABLE_INSTRUCTIONS and ONEDNN_MAX_CPU_ISA (exported), OpenBLAS by its core type, which
@@ -70,12 +81,15 @@ apply_max_isa() {
 # path for both is fine) and "%e %U %S %M" (wall s, user s, system s, max RSS KiB) into
 # $out/NAME.time. A run during which other processes used over 5% of its wall time in CPU time
 # (and over 3 clock ticks, the resolution of /proc/stat) is repeated, up to $tries times; each try
-# is logged to $out/load.txt. Waits for a quiet machine first unless $quiet is 0.
+# is logged to $out/load.txt. Waits for a quiet machine first unless $quiet is 0. The core link
+# (core_link_ns) before and after the kept run goes to $out/NAME.link ("BEFORE AFTER", ns) and
+# every try's to load.txt, so that summaries can compare runs made in one state.
 quiet_run() {
-  local name=$1 stdout=$2 stderr=$3 try verdict start before after
+  local name=$1 stdout=$2 stderr=$3 try verdict start before after link_before link_after
   shift 3
   for ((try = 1; try <= tries; try++)); do
     ((${quiet:-1})) && wait_quiet
+    link_before=$(core_link_ns)
     start=$(uptime)
     before=$(busy_jiffies)
     local pin=(${openblas_coretype:+OPENBLAS_CORETYPE=$openblas_coretype})
@@ -87,13 +101,16 @@ quiet_run() {
         env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${pin[@]}" "$@" >"$stdout" 2>"$stderr"
     fi
     after=$(busy_jiffies)
+    link_after=$(core_link_ns)
+    echo "$link_before $link_after" >"$out/$name.link"
     # The last line: time(1) puts "Command exited with non-zero status N" before the figures.
     verdict=$(awk -v busy=$((after - before)) -v hz="$(getconf CLK_TCK)" 'END {
       other = busy / hz - $2 - $3
       ok = other < 0.05 * $1 || other < 3 / hz
       printf "%s %.1f s wall, %.2f CPU-s by others, max RSS %d KiB", (ok ? "ok" : "disturbed"), $1, other, $4
     }' "$out/$name.time")
-    echo "$name: try $try: $verdict; load at start:${start#*load average:}" >>"$out/load.txt"
+    echo "$name: try $try: $verdict; load at start:${start#*load average:}; core link" \
+      "$link_before/$link_after ns" >>"$out/load.txt"
     [[ $verdict == ok* ]] && return 0
   done
   echo "$name: no undisturbed run in $tries tries; keeping the last" >>"$out/load.txt"
