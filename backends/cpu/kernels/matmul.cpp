@@ -166,17 +166,15 @@ void matmul_f32(const MatmulDims& d, const MatmulArgs& args, const float* a, con
 
 // Runs the phases one after another on every thread t of a team of at most `team` OpenMP
 // threads, count of them (the runtime may give fewer), as phase(t, count), so that thread numbers
-// index per-thread buffers, with a barrier between phases; returns count. An error (oneDNN
-// refusing a shape) skips the later phases and is thrown after the region.
+// index per-thread buffers, with a barrier between phases. An error (oneDNN refusing a shape)
+// skips the later phases and is thrown after the region.
 template <class... Phases>
-int64_t run_team(int64_t team, Phases&&... phases) {
+void run_team(int64_t team, Phases&&... phases) {
   std::exception_ptr failure;
   std::atomic<bool> failed = false;
-  int64_t ran = 0;
 #pragma omp parallel num_threads(int(team))
   {
     const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-    if (t == 0) ran = count;
     int64_t index = 0;
     auto run = [&](auto& phase) {
       if (index++ > 0) {
@@ -194,7 +192,6 @@ int64_t run_team(int64_t team, Phases&&... phases) {
     (run(phases), ...);
   }
   if (failure) std::rethrow_exception(failure);
-  return ran;
 }
 
 // Blocks of an extent shared out among a team by whole blocks (thread t takes blocks
@@ -212,12 +209,25 @@ int64_t balanced_block(int64_t extent, int64_t most, int64_t team) {
 }
 
 // The bytes of oneDNN workspace the largest of `calls` needs, as a whole number of 16-float
-// (64-byte) units, so that per-thread slots laid end to end stay 64-byte aligned.
+// (64-byte) units, so that per-thread slots laid end to end stay 64-byte aligned; 0 on OpenBLAS.
 int64_t workspace_floats(KernelContext& context, std::initializer_list<GemmCall> calls) {
+  if (context.gemm_provider() != GemmProvider::onednn) return 0;
   size_t bytes = 0;
   for (const GemmCall& call : calls)
     bytes = std::max(bytes, context.onednn().scratchpad_bytes(call));
   return int64_t((bytes + 63) / 64 * 16);
+}
+
+// One block's dense f32 GEMM (batch 1), `call`, on the calling thread alone inside a team: oneDNN
+// with this thread's `workspace` (`floats` of it, from workspace_floats), or OpenBLAS, which a
+// parallel region keeps single-threaded.
+void run_block(KernelContext& context, const GemmCall& call, const float* a, const float* b,
+               float* c, float* workspace, int64_t floats) {
+  if (context.gemm_provider() == GemmProvider::onednn)
+    return context.onednn().run_alone(call, a, b, c, workspace, size_t(floats) * sizeof(float));
+  const GemmDims& d = call.dims;
+  sgemm(d.trans_a, d.trans_b, d.m, d.n, d.k, call.alpha, a, d.trans_a ? d.m : d.k, b,
+        d.trans_b ? d.k : d.n, call.beta, c, d.n);
 }
 
 // Widening a row-major a by blocks of rows: each thread widens a block into its own buffer and
@@ -246,7 +256,6 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
                             KernelContext& context) {
   const int64_t rows = d.batch * d.M, K = d.K, N = d.N;
   const bool narrow_out = args.out.dtype() != DType::f32;
-  const bool onednn = context.gemm_provider() == GemmProvider::onednn;
   // A multiple of 16 rows (the GEMM's row panels stay full): about as many as the budget holds
   // but at least 32 (over budget where K + N exceeds 4,096), at most a thread's share, so that
   // every thread gets a block, and shared out evenly.
@@ -259,9 +268,8 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
   // Each thread's slot: its block of a, of a 16-bit out, and oneDNN's workspace (for the full
   // block and the last one); all multiples of 16 floats, so each starts 64-byte aligned, as the
   // device's allocator aligns the whole.
-  const int64_t pad = onednn ? workspace_floats(context, {rows_call(d, args, std::min(block, rows)),
-                                                          rows_call(d, args, last)})
-                             : 0;
+  const int64_t pad = workspace_floats(
+      context, {rows_call(d, args, std::min(block, rows)), rows_call(d, args, last)});
   const int64_t a_floats = block * K, c_floats = narrow_out ? block * N : 0;
   const int64_t slot = a_floats + c_floats + pad;
   ScratchBuffer<float> b32(stream, size_t(K * N));
@@ -273,13 +281,7 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
     float* c32 = narrow_out ? a32 + a_floats : args.out.data_as<float>() + r0 * N;
     to_floats(a + r0 * K, n * K, a32);
     if (narrow_out && args.beta != 0) to_floats(args.out.data_as<T>() + r0 * N, n * N, c32);
-    if (onednn) {
-      context.onednn().run_alone(rows_call(d, args, n), a32, b32.data(), c32,
-                                 a32 + a_floats + c_floats, size_t(pad) * sizeof(float));
-    } else {  // OpenBLAS, single-threaded inside a parallel region
-      sgemm(false, args.trans_b, n, N, K, args.alpha, a32, K, b32.data(), args.trans_b ? K : N,
-            args.beta, c32, N);
-    }
+    run_block(context, rows_call(d, args, n), a32, b32.data(), c32, a32 + a_floats + c_floats, pad);
     if (narrow_out) from_floats(c32, n * N, args.out.data_as<T>() + r0 * N);
   };
   // In one region: every thread widens its share of b, then (after a barrier) its blocks.
@@ -320,7 +322,6 @@ template <class T>
 void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
                          KernelContext& context) {
   const int64_t M = d.M, N = d.N, K = d.K, threads = kernel_threads();
-  const bool onednn = context.gemm_provider() == GemmProvider::onednn;
   // Blocks of a multiple of 16 rows, about as many as the budget holds, at most a thread's
   // share, and shared out evenly.
   const int64_t block = balanced_block(
@@ -330,10 +331,9 @@ void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& st
   // A thread's slot: its blocks of a and b and oneDNN's workspace for every block it may run
   // (full or last; into out with beta, or with 0 into a partial sum, or adding with 1).
   int64_t pad = 0;
-  if (onednn)
-    for (float beta : {args.beta, 0.0f, 1.0f})
-      pad = std::max(pad, workspace_floats(context, {k_block_call(d, args, block, beta),
-                                                     k_block_call(d, args, last, beta)}));
+  for (float beta : {args.beta, 0.0f, 1.0f})
+    pad = std::max(pad, workspace_floats(context, {k_block_call(d, args, block, beta),
+                                                   k_block_call(d, args, last, beta)}));
   const int64_t slot = block * (M + N) + pad;
   ScratchBuffer<float> slots(stream, size_t(slot * team));
   ScratchBuffer<float> partials(stream, size_t(M * N * (team - 1)));
@@ -353,12 +353,7 @@ void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& st
           const int64_t k0 = chunk * block, n = std::min(block, K - k0);
           to_floats(a + k0 * M, n * M, a32);
           to_floats(b + k0 * N, n * N, b32);
-          if (onednn) {
-            context.onednn().run_alone(k_block_call(d, args, n, beta), a32, b32, c, b32 + block * N,
-                                       size_t(pad) * sizeof(float));
-          } else {  // OpenBLAS, single-threaded inside a parallel region
-            sgemm(true, false, M, N, n, args.alpha, a32, M, b32, N, beta, c, N);
-          }
+          run_block(context, k_block_call(d, args, n, beta), a32, b32, c, b32 + block * N, pad);
           beta = 1.0f;
         }
       },
