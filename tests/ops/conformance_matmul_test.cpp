@@ -2,7 +2,6 @@
 // operands, alpha/beta semantics (beta == 0 must not read out; K == 0 gives beta*out), 0-size and
 // 1x1x1 edges, non-contiguous operands and the model's linear-layer shapes. Weights are drawn with
 // the 1/sqrt(K) scale of an initialised layer, so outputs are O(1) as in training.
-#include <atomic>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -11,6 +10,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "tests/ops/conformance.h"
+#include "tests/ops/cpu_kernel_threads.h"
 
 namespace h2::test {
 namespace {
@@ -169,6 +169,28 @@ TEST_P(OpConformance, matmul_rows_in_blocks_with_alpha_beta) {
                   .batched = true});
 }
 
+// Where the CPU splits a GEMM among its kernel threads itself, by blocks of a's rows (201 of them
+// over a shared b) or of the K rows of a weight gradient (1,000, with per-thread partial sums
+// added to out at the end): on 1, 2 and 3 threads, whose shares are no multiple of 16, so that
+// blocks differ in length; with alpha and beta, and b stored either way.
+TEST_P(OpConformance, matmul_split_among_threads) {
+  H2_REQUIRE_OP(Op::matmul);
+  for (int n : {1, 2, 3}) {
+    SCOPED_TRACE(fmt::format("{} CPU kernel threads", n));
+    CpuKernelThreads threads(n);
+    for (bool tb : {false, true})
+      check_matmul(*this,
+                   {.d = {.S = 3, .M = 67, .N = 96, .K = 80, .trans_b = tb, .b_shared = true},
+                    .alpha = 0.75f,
+                    .beta = 0.5f,
+                    .batched = true});
+    for (float beta : {0.0f, 1.0f})
+      check_matmul(
+          *this,
+          {.d = {.M = 160, .N = 176, .K = 1000, .trans_a = true}, .alpha = 0.5f, .beta = beta});
+  }
+}
+
 TEST_P(OpConformance, matmul_model_weight_grad) {
   H2_REQUIRE_OP(Op::matmul);  // dW (688, 256) += dOut^T (688, 128) @ x (128, 256)
   check_matmul(*this, {.d = {.M = 688, .N = 256, .K = 128, .trans_a = true}, .beta = 1.0f});
@@ -209,14 +231,11 @@ TEST_P(OpConformance, matmul_16bit_inputs_f32_out) {
   // per-thread partial sums: with 1, 2 and 3 threads (blocks of 336, 256 and 336, the last one
   // short), so that a thread adds several blocks into out (1) or into its partial sum (2), and
   // other threads' partial sums are added to out (2, 3), with alpha and beta.
-  std::atomic<int>& threads = cpu::kernel_thread_setting();
-  const int saved = threads.load();
   for (int n : {1, 2, 3}) {
-    threads.store(n);
+    CpuKernelThreads threads(n);
     for (float beta : {0.0f, 1.0f})
       check({.M = 160, .N = 176, .K = 1000, .trans_a = true}, beta, 0.5f);
   }
-  threads.store(saved);
   // Mixed dtypes beyond that are refused, naming them.
   const Tensor a16 = upload(rand(4 * 3), {4, 3});
   const Tensor b32 = upload(rand(3 * 2, -1, 1, DType::f32), {3, 2}, DType::f32);

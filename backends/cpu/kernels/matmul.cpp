@@ -230,18 +230,48 @@ void run_block(KernelContext& context, const GemmCall& call, const float* a, con
         d.trans_b ? d.k : d.n, call.beta, c, d.n);
 }
 
-// Widening a row-major a by blocks of rows: each thread widens a block into its own buffer and
-// multiplies it at once, on its own, while the block is in its cache; b is widened once and
-// shared. Whole-operand widening wrote and re-read every f32 copy through memory: on the AVX2
-// path tiny's bf16 step spent 17% of its time converting (docs/performance.md). Only where b is
-// small (a layer's weight, which every block reads again from cache); larger ones the GEMM
-// library blocks better itself. Blocks of 512 KB, within a core's L2 on the CPUs measured (1 MB
-// on Zen 4 and 5, 1-2 MB on Xeons): against 256 KB, fewer GEMM calls, and tiny's bf16 step 3%
-// shorter on Zen 5 while its memory was slow, the same while it was not (docs/performance.md).
-constexpr int64_t kRowBlockFloats = 128 * 1024;       // a block of a and of a 16-bit out
-constexpr int64_t kSharedOperandFloats = 256 * 1024;  // b, read by every block: 1 MB
+// Splitting a GEMM among a team of threads by blocks of the rows of a row-major a (and out), or
+// by blocks of the K rows of a^T and b, instead of leaving the split to the GEMM library. Both
+// keep a thread on the token rows it owns: the element-wise kernels split a tensor of tokens into
+// the same contiguous ranges, so the rows a thread's GEMM reads or writes are already in its
+// core's cache. The library splits otherwise (a weight gradient's library GEMM reads every token
+// on every thread): on two cores that share no last-level cache, splitting here made tiny's f32
+// step 4% shorter on the AVX-512 path and 10% on the AVX2 path (docs/performance.md).
+//
+// 16-bit operands are widened a block at a time into the thread's own buffer and multiplied at
+// once, while the block is in its cache. Whole-operand widening wrote and re-read every f32 copy
+// through memory: on the AVX2 path tiny's bf16 step spent 17% of its time converting. f32 ones
+// are read in place, one block per thread.
+//
+// Only where the operand every block reads again (b by rows, out by K) is small, a layer's
+// weight: larger ones the GEMM library blocks better itself. Widened blocks of 512 KB, within a
+// core's L2 on the CPUs measured (1 MB on Zen 4 and 5, 1-2 MB on Xeons): against 256 KB, fewer
+// GEMM calls, and tiny's bf16 step 3% shorter on Zen 5 while its memory was slow.
+constexpr int64_t kRowBlockFloats = 128 * 1024;       // a widened block of a and of a 16-bit out
+constexpr int64_t kSharedOperandFloats = 256 * 1024;  // b or out, read by every block: 1 MB
 
-bool widen_by_rows(const MatmulDims& d, const MatmulArgs& args) {
+// The most rows of a block: a thread's share rounded up to 16 (every thread gets a block), and
+// for widened blocks also about as many as the budget holds for `row_floats` per row, but at
+// least 32 (over budget where a row exceeds 4,096 floats).
+template <class T>
+int64_t most_block_rows(int64_t rows, int64_t row_floats, int64_t threads) {
+  const int64_t share = ceil_div(ceil_div(rows, threads), 16) * 16;
+  if constexpr (std::is_same_v<T, float>) return share;
+  return std::min(std::max<int64_t>(32, kRowBlockFloats / row_floats), share);
+}
+
+// n elements of an operand as f32: in place, or widened into `buffer`.
+template <class T>
+const float* as_floats(const T* src, int64_t n, float* buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return src;
+  } else {
+    to_floats(src, n, buffer);
+    return buffer;
+  }
+}
+
+bool split_by_rows(const MatmulDims& d, const MatmulArgs& args) {
   return d.K > 0 && !args.trans_a && (d.batch == 1 || d.b_shared) &&
          d.K * d.N <= kSharedOperandFloats && !omp_in_parallel();
 }
@@ -252,38 +282,46 @@ GemmCall rows_call(const MatmulDims& d, const MatmulArgs& args, int64_t n) {
 }
 
 template <class T>
-void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
-                            KernelContext& context) {
+void matmul_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
+                    KernelContext& context) {
+  constexpr bool widen = !std::is_same_v<T, float>;
   const int64_t rows = d.batch * d.M, K = d.K, N = d.N;
   const bool narrow_out = args.out.dtype() != DType::f32;
-  // A multiple of 16 rows (the GEMM's row panels stay full): about as many as the budget holds
-  // but at least 32 (over budget where K + N exceeds 4,096), at most a thread's share, so that
-  // every thread gets a block, and shared out evenly.
+  // Blocks of a multiple of 16 rows (the GEMM's row panels stay full), shared out evenly.
   const int64_t threads = kernel_threads();
-  const int64_t most = std::min(std::max<int64_t>(32, kRowBlockFloats / (K + N)),
-                                ceil_div(ceil_div(rows, threads), 16) * 16);
-  const int64_t block = balanced_block(rows, most, threads);
+  const int64_t block = balanced_block(rows, most_block_rows<T>(rows, K + N, threads), threads);
   const int64_t chunks = ceil_div(rows, block), last = rows - (chunks - 1) * block;
   const int64_t team = std::min(threads, chunks);
-  // Each thread's slot: its block of a, of a 16-bit out, and oneDNN's workspace (for the full
-  // block and the last one); all multiples of 16 floats, so each starts 64-byte aligned, as the
-  // device's allocator aligns the whole.
+  // Each thread's slot: its widened block of a, of a 16-bit out, and oneDNN's workspace (for the
+  // full block and the last one); all multiples of 16 floats, so each starts 64-byte aligned, as
+  // the device's allocator aligns the whole.
   const int64_t pad = workspace_floats(
       context, {rows_call(d, args, std::min(block, rows)), rows_call(d, args, last)});
-  const int64_t a_floats = block * K, c_floats = narrow_out ? block * N : 0;
+  const int64_t a_floats = widen ? block * K : 0, c_floats = narrow_out ? block * N : 0;
   const int64_t slot = a_floats + c_floats + pad;
-  ScratchBuffer<float> b32(stream, size_t(K * N));
+  ScratchBuffer<float> b32(stream, widen ? size_t(K * N) : 0);
   ScratchBuffer<float> slots(stream, size_t(slot * team));
   const T* a = args.a.data_as<T>();
   const T* b = args.b.data_as<T>();
-  auto multiply_block = [&](float* a32, int64_t chunk) {
+  const float* b_floats = nullptr;  // b as f32: widened in the team's first phase, or in place
+  if constexpr (widen) {
+    b_floats = b32.data();
+  } else {
+    b_floats = b;
+  }
+  auto multiply_block = [&](float* own, int64_t chunk) {
     const int64_t r0 = chunk * block, n = std::min(block, rows - r0);
-    float* c32 = narrow_out ? a32 + a_floats : args.out.data_as<float>() + r0 * N;
-    to_floats(a + r0 * K, n * K, a32);
+    const float* a32 = as_floats(a + r0 * K, n * K, own);
+    float* c32 = narrow_out ? own + a_floats : args.out.data_as<float>() + r0 * N;
     if (narrow_out && args.beta != 0) to_floats(args.out.data_as<T>() + r0 * N, n * N, c32);
-    run_block(context, rows_call(d, args, n), a32, b32.data(), c32, a32 + a_floats + c_floats, pad);
+    run_block(context, rows_call(d, args, n), a32, b_floats, c32, own + a_floats + c_floats, pad);
     if (narrow_out) from_floats(c32, n * N, args.out.data_as<T>() + r0 * N);
   };
+  auto multiply_blocks = [&](int64_t t, int64_t count) {
+    for (int64_t c = chunks * t / count; c < chunks * (t + 1) / count; ++c)
+      multiply_block(slots.data() + slot * t, c);
+  };
+  if constexpr (!widen) return run_team(team, multiply_blocks);
   // In one region: every thread widens its share of b, then (after a barrier) its blocks.
   run_team(
       team,
@@ -291,20 +329,14 @@ void matmul_widened_by_rows(const MatmulDims& d, const MatmulArgs& args, Stream&
         const int64_t begin = K * N * t / count, end = K * N * (t + 1) / count;
         to_floats(b + begin, end - begin, b32.data() + begin);
       },
-      [&](int64_t t, int64_t count) {
-        for (int64_t c = chunks * t / count; c < chunks * (t + 1) / count; ++c)
-          multiply_block(slots.data() + slot * t, c);
-      });
+      multiply_blocks);
 }
 
-// Weight gradients, out (M, N) f32 = alpha * a^T @ b + beta * out with a (K, M) and b (K, N)
-// 16-bit, K the tokens: each thread takes a run of K blocks, widens a block of rows of both into
-// its own buffer and adds their product at once, while the block is in its cache, into out
-// (thread 0) or its own partial sum, which are added to out at the end. Whole-operand widening
-// wrote and re-read both f32 copies through memory: 8% of tiny's bf16 step on the AVX-512 path
-// (docs/performance.md). Only where out fits in a core's cache, as every block reads and writes
-// it again (a layer's weight in a small model), and the partial sums cost less than the copies.
-bool widen_by_k(const MatmulDims& d, const MatmulArgs& args, int64_t threads) {
+// Weight gradients, out (M, N) f32 = alpha * a^T @ b + beta * out with a (K, M) and b (K, N), K
+// the tokens: each thread takes a run of K blocks and adds their products into out (thread 0) or
+// its own partial sum, which are added to out at the end. Only where the partial sums cost less
+// than the blocks (out small against K).
+bool split_by_k(const MatmulDims& d, const MatmulArgs& args, int64_t threads) {
   return d.K > 0 && d.batch == 1 && args.trans_a && !args.trans_b &&
          args.out.dtype() == DType::f32 && d.M * d.N <= kSharedOperandFloats &&
          d.M * d.N * (threads - 1) <= d.K * (d.M + d.N) && !omp_in_parallel();
@@ -319,22 +351,21 @@ GemmCall k_block_call(const MatmulDims& d, const MatmulArgs& args, int64_t n, fl
 }
 
 template <class T>
-void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
-                         KernelContext& context) {
+void matmul_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
+                 KernelContext& context) {
+  constexpr bool widen = !std::is_same_v<T, float>;
   const int64_t M = d.M, N = d.N, K = d.K, threads = kernel_threads();
-  // Blocks of a multiple of 16 rows, about as many as the budget holds, at most a thread's
-  // share, and shared out evenly.
-  const int64_t block = balanced_block(
-      K, std::min(kRowBlockFloats / (M + N), ceil_div(ceil_div(K, threads), 16) * 16), threads);
+  const int64_t block = balanced_block(K, most_block_rows<T>(K, M + N, threads), threads);
   const int64_t chunks = ceil_div(K, block), last = K - (chunks - 1) * block;
   const int64_t team = std::min(threads, chunks);
-  // A thread's slot: its blocks of a and b and oneDNN's workspace for every block it may run
-  // (full or last; into out with beta, or with 0 into a partial sum, or adding with 1).
+  // A thread's slot: its widened blocks of a and b and oneDNN's workspace for every block it may
+  // run (full or last; into out with beta, or with 0 into a partial sum, or adding with 1).
   int64_t pad = 0;
   for (float beta : {args.beta, 0.0f, 1.0f})
     pad = std::max(pad, workspace_floats(context, {k_block_call(d, args, block, beta),
                                                    k_block_call(d, args, last, beta)}));
-  const int64_t slot = block * (M + N) + pad;
+  const int64_t ab_floats = widen ? block * (M + N) : 0;
+  const int64_t slot = ab_floats + pad;
   ScratchBuffer<float> slots(stream, size_t(slot * team));
   ScratchBuffer<float> partials(stream, size_t(M * N * (team - 1)));
   const T* a = args.a.data_as<T>();
@@ -345,15 +376,14 @@ void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& st
   run_team(
       team,
       [&](int64_t t, int64_t count) {
-        float* a32 = slots.data() + slot * t;
-        float* b32 = a32 + block * M;
+        float* own = slots.data() + slot * t;
         float* c = t == 0 ? out : partials.data() + (t - 1) * M * N;
         float beta = t == 0 ? args.beta : 0.0f;
         for (int64_t chunk = chunks * t / count; chunk < chunks * (t + 1) / count; ++chunk) {
           const int64_t k0 = chunk * block, n = std::min(block, K - k0);
-          to_floats(a + k0 * M, n * M, a32);
-          to_floats(b + k0 * N, n * N, b32);
-          run_block(context, k_block_call(d, args, n, beta), a32, b32, c, b32 + block * N, pad);
+          const float* a32 = as_floats(a + k0 * M, n * M, own);
+          const float* b32 = as_floats(b + k0 * N, n * N, own + block * M);
+          run_block(context, k_block_call(d, args, n, beta), a32, b32, c, own + ab_floats, pad);
           beta = 1.0f;
         }
       },
@@ -371,9 +401,8 @@ void matmul_widened_by_k(const MatmulDims& d, const MatmulArgs& args, Stream& st
 template <class T>
 void matmul_widened(const MatmulDims& d, const MatmulArgs& args, Stream& stream,
                     KernelContext& context) {
-  if (widen_by_rows(d, args)) return matmul_widened_by_rows<T>(d, args, stream, context);
-  if (widen_by_k(d, args, kernel_threads()))
-    return matmul_widened_by_k<T>(d, args, stream, context);
+  if (split_by_rows(d, args)) return matmul_by_rows<T>(d, args, stream, context);
+  if (split_by_k(d, args, kernel_threads())) return matmul_by_k<T>(d, args, stream, context);
   const int64_t a_elems = args.a.numel();
   const int64_t b_elems = args.b.numel();
   ScratchBuffer<float> a32(stream, size_t(a_elems));
@@ -400,6 +429,11 @@ void matmul(const MatmulArgs& args, Stream& stream) {
   visit_float_dtype(args.a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {
+      // One thread: the library's own call, no team.
+      if (kernel_threads() > 1 && split_by_rows(d, args))
+        return matmul_by_rows<float>(d, args, stream, context);
+      if (kernel_threads() > 1 && split_by_k(d, args, kernel_threads()))
+        return matmul_by_k<float>(d, args, stream, context);
       matmul_f32(d, args, args.a.data_as<float>(), args.b.data_as<float>(),
                  args.out.data_as<float>(), context);
     } else if constexpr (std::is_same_v<T, bf16_t>) {
