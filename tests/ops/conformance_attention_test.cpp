@@ -10,6 +10,7 @@
 #include "core/ops.h"
 #include "core/tensor_host.h"
 #include "tests/ops/conformance.h"
+#include "tests/ops/cpu_kernel_threads.h"
 
 namespace h2::test {
 namespace {
@@ -182,6 +183,24 @@ TEST_P(OpConformance, attention_bwd_fused_qkv) {
 TEST_P(OpConformance, attention_bwd_model) {
   H2_REQUIRE_OP(Op::attention_bwd);
   check_bwd(*this, kModel);
+}
+
+// On 1, 2 and 3 CPU kernel threads: each thread takes a contiguous run of heads (batch entries
+// times heads, or times kv heads backward) where they share out evenly, and a dynamic schedule
+// otherwise. (B=3, H=2, Hkv=1): 6 heads split among 1, 2, 3 threads, 3 kv heads among 1 and 3;
+// (B=2, H=2, Hkv=2): 4 of either among 1 and 2.
+TEST_P(OpConformance, attention_split_among_threads) {
+  H2_REQUIRE_OP(Op::attention_fwd);
+  H2_REQUIRE_OP(Op::attention_bwd);
+  for (int n : {1, 2, 3}) {
+    SCOPED_TRACE(fmt::format("{} CPU kernel threads", n));
+    CpuKernelThreads threads(n);
+    for (const ref::AttnDims& d : {ref::AttnDims{.B = 3, .T = 70, .H = 2, .Hkv = 1, .D = 8},
+                                   ref::AttnDims{.B = 2, .T = 70, .H = 2, .Hkv = 2, .D = 8}}) {
+      check_fwd(*this, d);
+      check_bwd(*this, d);
+    }
+  }
 }
 
 // The first query sees only the first key: its output is v[t=0] of its kv head (softmax weight 1).

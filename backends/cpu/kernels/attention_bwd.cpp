@@ -171,9 +171,15 @@ void attention_bwd_typed(const AttentionBwdArgs& args, const Dims& d, Stream& st
 #pragma omp parallel num_threads(threads)
   {
     BwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d.T, d.D, widened);
+    if (attention::heads_split_evenly(tasks, threads)) {
+      const int64_t count = omp_get_num_threads(), me = omp_get_thread_num();
+      for (int64_t task = tasks * me / count; task < tasks * (me + 1) / count; ++task)
+        backward_kv_head(t, d, scale, task / d.Hkv, task % d.Hkv, ws);
+    } else {
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task)
-      backward_kv_head(t, d, scale, task / d.Hkv, task % d.Hkv, ws);
+      for (int64_t task = 0; task < tasks; ++task)
+        backward_kv_head(t, d, scale, task / d.Hkv, task % d.Hkv, ws);
+    }
   }
 }
 

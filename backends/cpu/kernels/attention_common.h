@@ -28,6 +28,14 @@ inline constexpr int64_t kQueryBlock = 64;
 inline constexpr int64_t kKeyBlock = 512;
 static_assert(kKeyBlock % kQueryBlock == 0);
 
+// Whether `heads` (batch entries times heads, b-major, as the tensors lay them out) share out
+// evenly among `threads`: then each thread takes a contiguous run of them, the heads of the token
+// rows the kernels before and after attention give that thread, instead of whichever head a
+// dynamic schedule hands it.
+inline bool heads_split_evenly(int64_t heads, int64_t threads) {
+  return heads % threads == 0;
+}
+
 struct Dims {
   int64_t B = 0, T = 0, H = 0, Hkv = 0, D = 0;
   int64_t group() const { return H / Hkv; }  // query heads per kv head

@@ -145,16 +145,25 @@ void attention_fwd_typed(const AttentionFwdArgs& args, const Dims& d, Stream& st
   constexpr bool widened = !std::is_same_v<T, float>;
   const int64_t per_thread = attention::whole_cache_lines(FwdWorkspace::floats(d.D, widened));
   ScratchBuffer<float> scratch(stream, size_t(threads * per_thread));
+  const bool by_rows = attention::heads_split_evenly(heads, threads);
 #pragma omp parallel num_threads(threads)
   {
     FwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d.D, widened);
-    // Tasks in decreasing cost: all heads' last query blocks (which see every key) first, so the
-    // dynamic schedule ends on short tasks and the threads finish together.
+    if (by_rows) {
+      // Each thread the heads of its own token rows, every query block of them.
+      const int64_t count = omp_get_num_threads(), me = omp_get_thread_num();
+      for (int64_t bh = heads * me / count; bh < heads * (me + 1) / count; ++bh)
+        for (int64_t qb = 0; qb < blocks; ++qb)
+          forward_block(t, d, scale, bh / d.H, bh % d.H, qb, ws);
+    } else {
+      // Tasks in decreasing cost: all heads' last query blocks (which see every key) first, so
+      // the dynamic schedule ends on short tasks and the threads finish together.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < heads * blocks; ++task) {
-      const int64_t qb = blocks - 1 - task / heads;
-      const int64_t bh = task % heads;
-      forward_block(t, d, scale, bh / d.H, bh % d.H, qb, ws);
+      for (int64_t task = 0; task < heads * blocks; ++task) {
+        const int64_t qb = blocks - 1 - task / heads;
+        const int64_t bh = task % heads;
+        forward_block(t, d, scale, bh / d.H, bh % d.H, qb, ws);
+      }
     }
   }
 }
