@@ -1,9 +1,9 @@
 // cpu_floats.h's bulk conversions against core/half_float.h's scalars, bit for bit, as built for
-// the kernels' -march. bf16 narrowing, AVX-512 where the CPU has it (bf16_narrow_avx512.h) and the
-// compiler's AVX2 loop under H2_CPU_MAX_ISA=avx2 (this test's capped run): over every upper half
-// of the f32 bit pattern (sign, exponent, the mantissa bits bf16 keeps; NaN and infinity among
-// them) with the lower halves that decide the rounding, cut into lengths that leave every tail.
-// bf16 widening over every pattern.
+// the kernels' -march. bf16 narrowing (bf16_narrow.h), AVX-512 where the CPU has it and AVX2
+// under H2_CPU_MAX_ISA=avx2 (this test's capped run) and for pieces of 8 to 15 values, each
+// width also called directly: over every upper half of the f32 bit pattern (sign, exponent, the
+// mantissa bits bf16 keeps; NaN and infinity among them) with the lower halves that decide the
+// rounding, cut into lengths that leave every tail. bf16 widening over every pattern.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/cpu/kernels/bf16_narrow_avx512.h"
+#include "backends/cpu/kernels/bf16_narrow.h"
 #include "backends/cpu/kernels/cpu_floats.h"
 #include "core/cpu_features.h"
 #include "core/half_float.h"
@@ -28,13 +28,8 @@ std::vector<float> rounding_patterns() {
   return values;
 }
 
-TEST(CpuFloats, Bf16NarrowingMatchesTheScalarBitForBit) {
-  const std::vector<float> values = rounding_patterns();
-  std::vector<bf16_t> got(values.size());
-  // Pieces of 1 to 72 values: every tail length past pairs of vectors and a single one, and
-  // vectors at every alignment.
-  for (size_t at = 0, n = 1; at < values.size(); at += n, n = n % 72 + 1)
-    from_floats(values.data() + at, int64_t(std::min(n, values.size() - at)), got.data() + at);
+// The values f32_to_bf16 disagrees with in `got`, the first few reported.
+int64_t count_wrong(const std::vector<float>& values, const std::vector<bf16_t>& got) {
   int64_t wrong = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     const uint16_t want = f32_to_bf16(values[i]);
@@ -42,7 +37,44 @@ TEST(CpuFloats, Bf16NarrowingMatchesTheScalarBitForBit) {
       ADD_FAILURE() << "f32 bits 0x" << std::hex << std::bit_cast<uint32_t>(values[i])
                     << " gave bf16 0x" << got[i].bits << ", the scalar 0x" << want;
   }
-  EXPECT_EQ(wrong, 0) << "AVX-512 " << (cpu_has_avx512bw() ? "used" : "not used");
+  return wrong;
+}
+
+TEST(CpuFloats, Bf16NarrowingMatchesTheScalarBitForBit) {
+  const std::vector<float> values = rounding_patterns();
+  std::vector<bf16_t> got(values.size());
+  // Pieces of 1 to 72 values: every tail length past pairs of vectors and a single one, and
+  // vectors at every alignment.
+  for (size_t at = 0, n = 1; at < values.size(); at += n, n = n % 72 + 1)
+    from_floats(values.data() + at, int64_t(std::min(n, values.size() - at)), got.data() + at);
+  EXPECT_EQ(count_wrong(values, got), 0) << "AVX-512 " << (cpu_has_avx512bw() ? "used" : "not used")
+                                         << ", AVX2 " << (cpu_has_avx2() ? "used" : "not used");
+}
+
+TEST(CpuFloats, Avx2NarrowingMatchesTheScalarBitForBit) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2 here (or H2_CPU_MAX_ISA hides it)";
+  const std::vector<float> values = rounding_patterns();
+  std::vector<bf16_t> got(values.size());
+  // Pieces of 1 to 40 values; the vector kernel alone, the scalar for what it leaves.
+  for (size_t at = 0, n = 1; at < values.size(); at += n, n = n % 40 + 1) {
+    const int64_t piece = int64_t(std::min(n, values.size() - at));
+    const int64_t done = from_floats_avx2(values.data() + at, piece, got.data() + at);
+    EXPECT_EQ(done, piece / 8 * 8) << piece;
+    for (int64_t i = done; i < piece; ++i) got[at + i].bits = f32_to_bf16(values[at + i]);
+  }
+  EXPECT_EQ(count_wrong(values, got), 0);
+}
+
+TEST(CpuFloats, Avx2NarrowingDoesWholeVectorsOnly) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2 here (or H2_CPU_MAX_ISA hides it)";
+  std::vector<float> values(29);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + float(i) * 0x1p-9f;  // ties too
+  std::vector<bf16_t> got(values.size(), bf16_t{0xabcd});
+  // A pair of vectors, then one: 24 of 29.
+  EXPECT_EQ(from_floats_avx2(values.data(), int64_t(values.size()), got.data()), 24);
+  for (size_t i = 0; i < 24; ++i) EXPECT_EQ(got[i].bits, f32_to_bf16(values[i])) << i;
+  for (size_t i = 24; i < values.size(); ++i) EXPECT_EQ(got[i].bits, 0xabcd) << i;
+  EXPECT_EQ(from_floats_avx2(values.data(), 7, got.data()), 0);
 }
 
 TEST(CpuFloats, Avx512NarrowingDoesWholeVectorsOnly) {

@@ -1,8 +1,8 @@
 // FP32 views of f32/bf16/f16 tensor data. Kernels compute on float arrays of at most kChunk
 // elements: f32 data is used in place, bf16 and f16 are converted into a caller's stack buffer
 // (exact widening; narrowing rounds to nearest even, as core/half_float.h). Conversions are bulk
-// loops the compiler vectorises (bf16), AVX-512 where the CPU has it (bf16 narrowing,
-// bf16_narrow_avx512.h) or F16C instructions (f16), bit-identical to the scalars except that
+// loops the compiler vectorises (bf16 widening), AVX-512 or AVX2 (bf16 narrowing, bf16_narrow.h)
+// or F16C instructions (f16), bit-identical to the scalars except that
 // F16C widens signalling NaNs to quiet ones (tests/backends/cpu_floats_test.cpp).
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/kernels/bf16_narrow_avx512.h"
+#include "backends/cpu/kernels/bf16_narrow.h"
 #include "backends/cpu/kernels/element.h"
 #include "core/cpu_features.h"
 #include "core/tensor.h"
@@ -43,7 +43,12 @@ inline void from_floats(const float* src, int64_t n, float* dst) {
   if (src != dst) std::memmove(dst, src, size_t(n) * sizeof(float));
 }
 inline void from_floats(const float* src, int64_t n, bf16_t* dst) {
-  const int64_t done = n >= 16 && cpu_has_avx512bw() ? from_floats_avx512(src, n, dst) : 0;
+  int64_t done = 0;
+  if (n >= 16 && cpu_has_avx512bw()) {
+    done = from_floats_avx512(src, n, dst);
+  } else if (n >= 8 && cpu_has_avx2()) {
+    done = from_floats_avx2(src, n, dst);
+  }
   for (int64_t i = done; i < n; ++i) store(dst + i, src[i]);
 }
 inline void from_floats(const float* src, int64_t n, f16_t* dst) {
