@@ -1,11 +1,13 @@
 // What the CPU kernels keep between calls on one device (cpu:0 or a virtual chip): which library
-// runs its GEMMs and that library's cached state. A device owns one; kernels reach it through
-// their stream (Stream::native_handle() of a CPU-executed stream), so nothing is process-global.
+// runs its GEMMs and that library's cached state, and RoPE's tables. A device owns one; kernels
+// reach it through their stream (Stream::native_handle() of a CPU-executed stream), so nothing is
+// process-global.
 #pragma once
 
 #include <string>
 
 #include "backends/cpu/kernels/gemm_onednn.h"
+#include "backends/cpu/kernels/rope_tables.h"
 #include "core/device.h"
 
 namespace h2::cpu {
@@ -32,6 +34,7 @@ class KernelContext {
       : gemm_provider_(gemm), h2_kblock_gemm_(h2_kblock_gemm) {}
   GemmProvider gemm_provider() const { return gemm_provider_; }
   OneDnnGemm& onednn() { return onednn_; }
+  RopeTables& rope_tables() { return rope_tables_; }
   bool h2_kblock_gemm() const { return h2_kblock_gemm_; }
   // For tests that run both K-block routes on one CPU.
   void set_h2_kblock_gemm(bool on) { h2_kblock_gemm_ = on; }
@@ -40,6 +43,7 @@ class KernelContext {
   GemmProvider gemm_provider_;
   bool h2_kblock_gemm_;
   OneDnnGemm onednn_;
+  RopeTables rope_tables_;
 };
 
 // The context of the device that `stream` belongs to; throws if the stream is not one a CPU

@@ -1,7 +1,8 @@
 // Conformance of rotary embedding (Hugging Face rotate_half): forward and inverse rotation on edge
 // and model shapes, a q slice of a fused qkv tensor (non-contiguous), out aliasing x, an offset
-// sequence equal to the slice of a longer one, and rope_bwd(rope_fwd(x)) == x. Positions stay
-// below ~100 so that FP32 angle arithmetic (error ~ 1e-7 * position) fits the f32 tolerance.
+// sequence equal to the slice of a longer one, tables kept per parameter, and
+// rope_bwd(rope_fwd(x)) == x. Positions stay below ~100 so that FP32 angle arithmetic (error ~ 1e-7
+// * position) fits the f32 tolerance.
 #include <fmt/format.h>
 
 #include "core/ops.h"
@@ -119,6 +120,25 @@ TEST_P(OpConformance, rope_fwd_offset_equals_longer_slice) {
            {B, T - start, H, D, start});
   std::vector<float> sliced = tensor_to_floats(long_out.slice(1, start, T));
   expect_close("offset output vs slice of the longer sequence", short_out, to_double(sliced));
+}
+
+// The CPU keeps each table it makes (per device, rope_tables.h): calls of one shape that differ in
+// one thing each (offset, theta, Llama 3 scaling and its factors) must each get their own, also
+// when a kept one is asked again.
+TEST_P(OpConformance, rope_tables_differ_in_every_parameter) {
+  H2_REQUIRE_OP(Op::rope_fwd);
+  H2_REQUIRE_OP(Op::rope_bwd);
+  const RopeScaling llama3{.factor = 8, .original_max_positions = 64};
+  RopeScaling other_band = llama3;
+  other_band.high_freq_factor = 2;
+  RopeScaling other_factor = llama3;
+  other_factor.factor = 4;
+  const RopeCase plain{1, 12, 2, 32};
+  for (const RopeCase& c :
+       {plain, RopeCase{1, 12, 2, 32, 9}, RopeCase{1, 12, 2, 32, 0, 5e5f},
+        RopeCase{1, 12, 2, 32, 40, 1e4f, llama3}, RopeCase{1, 12, 2, 32, 40, 1e4f, other_band},
+        RopeCase{1, 12, 2, 32, 40, 1e4f, other_factor}, plain})
+    for (Op op : {Op::rope_fwd, Op::rope_bwd}) check_rope(*this, op, c);
 }
 
 TEST_P(OpConformance, rope_bwd_inverts_fwd) {

@@ -1,55 +1,19 @@
 // Rotary position embedding, Hugging Face rotate_half layout (pairs i and i + D/2). The cos/sin
-// tables (T x D/2) are computed per call in double and rounded to float; the rotation itself is
-// FP32. rope_bwd rotates by the negated angle (the transposed rotation). Each pair is read before
-// it is written, so out may alias x.
+// tables (T x D/2), made in double and rounded to float, come from the device's cache
+// (rope_tables.h); the rotation itself is FP32. rope_bwd rotates by the negated angle (the
+// transposed rotation). Each pair is read before it is written, so out may alias x.
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/kernel_context.h"
 #include "backends/cpu/kernels/cpu_floats.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/kernels/scratch.h"
+#include "backends/cpu/kernels/rope_tables.h"
 #include "core/error.h"
 
 namespace h2::cpu {
 namespace {
-
-// Positions per table block: libm gives cos and sin of each block's first angle, the others
-// follow by one angle addition with the exact steps k * freq (k < kStep), all in double.
-constexpr int64_t kStep = 32;
-
-// cos_t, sin_t: (T, D/2) = cos and sign * sin of (offset + t) * freq[i], rounded to float.
-void rope_table(Stream& stream, const double* freq, int64_t seq, int64_t half, int64_t offset,
-                float sign, float* cos_t, float* sin_t) {
-  const int64_t steps = std::min(kStep, seq), blocks = ceil_div(seq, kStep);
-  ScratchBuffer<double> step_buf(stream, size_t(2 * steps * half));
-  ScratchBuffer<double> base_buf(stream, size_t(2 * blocks * half));
-  double *step_cos = step_buf.data(), *step_sin = step_cos + steps * half;
-  for (int64_t k = 0; k < steps; ++k)
-    for (int64_t i = 0; i < half; ++i) {
-      step_cos[k * half + i] = std::cos(double(k) * freq[i]);
-      step_sin[k * half + i] = std::sin(double(k) * freq[i]);
-    }
-  parallel_for(blocks, kStep * half * 4 + half * 40, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      double *base_cos = base_buf.data() + 2 * b * half, *base_sin = base_cos + half;
-      const double pos = double(offset + b * kStep);
-      for (int64_t i = 0; i < half; ++i) {
-        base_cos[i] = std::cos(pos * freq[i]);
-        base_sin[i] = std::sin(pos * freq[i]);
-      }
-      for (int64_t k = 0; k < std::min(kStep, seq - b * kStep); ++k) {
-        const double *sc = step_cos + k * half, *ss = step_sin + k * half;
-        float *ct = cos_t + (b * kStep + k) * half, *st = sin_t + (b * kStep + k) * half;
-#pragma omp simd
-        for (int64_t i = 0; i < half; ++i) {
-          ct[i] = float(base_cos[i] * sc[i] - base_sin[i] * ss[i]);
-          st[i] = sign * float(base_sin[i] * sc[i] + base_cos[i] * ss[i]);
-        }
-      }
-    }
-  });
-}
 
 // x, out: (B, T, H, D); sign +1 rotates by +angle (forward), -1 by -angle (backward).
 void rope(const RopeArgs& args, Stream& stream, const char* op, float sign) {
@@ -65,13 +29,14 @@ void rope(const RopeArgs& args, Stream& stream, const char* op, float sign) {
   const FloatIn x(xt, op, "x");
   const FloatOut out(args.out, op, "out");
 
-  ScratchBuffer<double> freq_buf(stream, size_t(half));
-  double* freq = freq_buf.data();
-  for (int64_t i = 0; i < half; ++i)
-    freq[i] = rope_inv_freq(i, dim, double(args.theta), args.scaling);
-  ScratchBuffer<float> cos_buf(stream, size_t(seq * half)), sin_buf(stream, size_t(seq * half));
-  const float *cos_t = cos_buf.data(), *sin_t = sin_buf.data();
-  rope_table(stream, freq, seq, half, args.position_offset, sign, cos_buf.data(), sin_buf.data());
+  const std::shared_ptr<const RopeTable> table =
+      kernel_context(stream).rope_tables().get({.seq = seq,
+                                                .dim = dim,
+                                                .offset = args.position_offset,
+                                                .theta = double(args.theta),
+                                                .scaling = args.scaling,
+                                                .sign = sign});
+  const float *cos_t = table->cos_t.data(), *sin_t = table->sin_t.data();
 
   // Rows whose time step is t take row t of the tables (rows run over (B, T, H)).
   auto rotate = [&](const float* lo, const float* hi, float* olo, float* ohi, int64_t row,
