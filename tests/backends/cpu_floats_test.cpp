@@ -1,9 +1,9 @@
 // cpu_floats.h's bulk conversions against core/half_float.h's scalars, bit for bit, as built for
-// the kernels' -march. bf16 narrowing (bf16_narrow.h), AVX-512 where the CPU has it and AVX2
-// under H2_CPU_MAX_ISA=avx2 (this test's capped run) and for pieces of 8 to 15 values, each
-// width also called directly: over every upper half of the f32 bit pattern (sign, exponent, the
-// mantissa bits bf16 keeps; NaN and infinity among them) with the lower halves that decide the
-// rounding, cut into lengths that leave every tail. bf16 widening over every pattern.
+// the kernels' -march. bf16 narrowing (bf16_narrow.h), AVX-512 where the CPU has it, AVX2 for
+// what it leaves (8 to 15 values) and throughout under H2_CPU_MAX_ISA=avx2 (this test's capped
+// run), each width also called directly: over every upper half of the f32 bit pattern (sign,
+// exponent, the mantissa bits bf16 keeps; NaN and infinity among them) with the lower halves that
+// decide the rounding, cut into lengths that leave every tail. bf16 widening over every pattern.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,9 +1,9 @@
 // FP32 views of f32/bf16/f16 tensor data. Kernels compute on float arrays of at most kChunk
 // elements: f32 data is used in place, bf16 and f16 are converted into a caller's stack buffer
 // (exact widening; narrowing rounds to nearest even, as core/half_float.h). Conversions are bulk
-// loops the compiler vectorises (bf16 widening), AVX-512 or AVX2 (bf16 narrowing, bf16_narrow.h)
-// or F16C instructions (f16), bit-identical to the scalars except that
-// F16C widens signalling NaNs to quiet ones (tests/backends/cpu_floats_test.cpp).
+// loops the compiler vectorises (bf16 widening), AVX-512 and AVX2 (bf16 narrowing,
+// bf16_narrow.h) or F16C instructions (f16), bit-identical to the scalars except that F16C widens
+// signalling NaNs to quiet ones (tests/backends/cpu_floats_test.cpp).
 #pragma once
 
 #if defined(__F16C__)
@@ -43,12 +43,9 @@ inline void from_floats(const float* src, int64_t n, float* dst) {
   if (src != dst) std::memmove(dst, src, size_t(n) * sizeof(float));
 }
 inline void from_floats(const float* src, int64_t n, bf16_t* dst) {
-  int64_t done = 0;
-  if (n >= 16 && cpu_has_avx512bw()) {
-    done = from_floats_avx512(src, n, dst);
-  } else if (n >= 8 && cpu_has_avx2()) {
-    done = from_floats_avx2(src, n, dst);
-  }
+  // Whole 512-bit vectors, then (the tail, or all without AVX-512) 256-bit ones, then scalars.
+  int64_t done = n >= 16 && cpu_has_avx512bw() ? from_floats_avx512(src, n, dst) : 0;
+  if (n - done >= 8 && cpu_has_avx2()) done += from_floats_avx2(src + done, n - done, dst + done);
   for (int64_t i = done; i < n; ++i) store(dst + i, src[i]);
 }
 inline void from_floats(const float* src, int64_t n, f16_t* dst) {
