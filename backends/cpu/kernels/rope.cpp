@@ -3,7 +3,6 @@
 // (rope_tables.h); the rotation itself is FP32. rope_bwd rotates by the negated angle (the
 // transposed rotation). Each pair is read before it is written, so out may alias x.
 #include <algorithm>
-#include <cmath>
 
 #include "backends/cpu/kernel_context.h"
 #include "backends/cpu/kernels/cpu_floats.h"
@@ -34,11 +33,11 @@ void rope(const RopeArgs& args, Stream& stream, const char* op, float sign) {
                                                 .dim = dim,
                                                 .offset = args.position_offset,
                                                 .theta = double(args.theta),
-                                                .scaling = args.scaling,
-                                                .sign = sign});
+                                                .scaling = args.scaling});
   const float *cos_t = table->cos_t.data(), *sin_t = table->sin_t.data();
 
-  // Rows whose time step is t take row t of the tables (rows run over (B, T, H)).
+  // Rows whose time step is t take row t of the tables (rows run over (B, T, H)); sign * sin is
+  // exact, so both directions share one table.
   auto rotate = [&](const float* lo, const float* hi, float* olo, float* ohi, int64_t row,
                     int64_t c, int64_t len) {
     const int64_t t = (row / heads) % seq;
@@ -47,8 +46,9 @@ void rope(const RopeArgs& args, Stream& stream, const char* op, float sign) {
 #pragma omp simd
     for (int64_t i = 0; i < len; ++i) {
       const float a = lo[i], b = hi[i];  // both halves read before either is written
-      olo[i] = a * cs[i] - b * sn[i];
-      ohi[i] = b * cs[i] + a * sn[i];
+      const float s = sign * sn[i];
+      olo[i] = a * cs[i] - b * s;
+      ohi[i] = b * cs[i] + a * s;
     }
   };
   // Whole rows a chunk at a time where they fit (a head's row is short: D = 32 or 128), so that

@@ -43,7 +43,7 @@ RopeTable make_table(const RopeTableKey& key) {
 #pragma omp simd
         for (int64_t i = 0; i < half; ++i) {
           ct[i] = float(base_cos[size_t(i)] * sc[i] - base_sin[size_t(i)] * ss[i]);
-          st[i] = key.sign * float(base_sin[size_t(i)] * sc[i] + base_cos[size_t(i)] * ss[i]);
+          st[i] = float(base_sin[size_t(i)] * sc[i] + base_cos[size_t(i)] * ss[i]);
         }
       }
     }
@@ -58,7 +58,7 @@ bool RopeTableKey::operator==(const RopeTableKey& o) const {
          scaling.factor == o.scaling.factor &&
          scaling.low_freq_factor == o.scaling.low_freq_factor &&
          scaling.high_freq_factor == o.scaling.high_freq_factor &&
-         scaling.original_max_positions == o.scaling.original_max_positions && sign == o.sign;
+         scaling.original_max_positions == o.scaling.original_max_positions;
 }
 
 std::shared_ptr<const RopeTable> RopeTables::get(const RopeTableKey& key) {
