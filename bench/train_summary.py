@@ -48,6 +48,11 @@ def full_speed_tok_s(runs):
     return runs[0]["tokens"] / steps[int(0.1 * (len(steps) - 1))] * 1e3
 
 
+def fastest(tok_s):
+    """The largest of the peer columns' tokens/s, skipping columns without runs (nan)."""
+    return max((v for v in tok_s.values() if v == v), default=float("nan"))
+
+
 def med(runs, key):
     return statistics.median(r[key] for r in runs)
 
@@ -78,7 +83,7 @@ def main():
         runs_by_shape[shape] = (h2, peers)
         tok = {side: med(runs, "tok_s") if runs else float("nan") for side, runs in peers.items()}
         rss = {side: f"{med(runs, 'rss'):.0f}" if runs else "-" for side, runs in peers.items()}
-        best = max((v for v in tok.values() if v == v), default=float("nan"))
+        best = fastest(tok)
         print(f"| {shape} | {med(h2, 'tok_s'):.0f} | {tok['torch']:.0f} | {tok['torchc']:.0f} | "
               f"{med(h2, 'tok_s') / best:.2f}x | {med(h2, 'step_ms'):.1f} | "
               f"{100 * med(h2, 'mfu'):.1f}% | {med(h2, 'rss'):.0f} | "
@@ -90,7 +95,7 @@ def main():
     print("|---|---:|---:|---:|---:|")
     for shape, (h2, peers) in runs_by_shape.items():
         fast = {side: full_speed_tok_s(runs) for side, runs in peers.items()}
-        best = max((v for v in fast.values() if v == v), default=float("nan"))
+        best = fastest(fast)
         h2_fast = full_speed_tok_s(h2)
         print(f"| {shape} | {h2_fast:.0f} | {fast['torch']:.0f} | {fast['torchc']:.0f} | "
               f"{h2_fast / best:.2f}x |")
@@ -107,7 +112,7 @@ def main():
                 continue
             tok = {side: med(runs, "tok_s") if runs else float("nan")
                    for side, runs in theirs.items()}
-            best = max((v for v in tok.values() if v == v), default=float("nan"))
+            best = fastest(tok)
             print(f"| {shape} | {state} ({len(mine)}, {len(theirs['torch'])}, "
                   f"{len(theirs['torchc'])}) | {med(mine, 'tok_s'):.0f} | {tok['torch']:.0f} | "
                   f"{tok['torchc']:.0f} | {med(mine, 'tok_s') / best:.2f}x |")
