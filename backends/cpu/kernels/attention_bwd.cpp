@@ -5,6 +5,8 @@
 // races, no atomics) and each dQ block fully before storing it. Per (query block, key chunk):
 //   P = exp(scale*Q K^T - lse), dV += P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * O)),
 //   dQ += scale * dS K, dK += scale * dS^T Q; masked keys have P = 0, hence dS = 0.
+// The five products are attention_tiles.h's register tiles, which skip what the mask empties;
+// the task's K and V are transposed once, for the two products shaped like scores.
 #include <omp.h>
 
 #include <algorithm>
@@ -13,11 +15,12 @@
 #include <type_traits>
 
 #include "backends/cpu/kernels/attention_common.h"
+#include "backends/cpu/kernels/attention_tiles.h"
 #include "backends/cpu/kernels/cpu_math.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
-#include "backends/cpu/kernels/gemm_blas.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/scratch.h"
+#include "backends/cpu/kernels/transpose.h"
 
 namespace h2::cpu {
 namespace {
@@ -25,13 +28,17 @@ namespace {
 using attention::Dims;
 using attention::kKeyBlock;
 using attention::kQueryBlock;
+using attention::padded_row;
 
 // One thread's scratch, carved from a shared ScratchBuffer.
 struct BwdWorkspace {
-  float* dk;      // (T, D): dK of the task's kv head
-  float* dv;      // (T, D)
-  float* k_rows;  // (T, D): f32 copies of the task's 16-bit k and v rows (f32: none)
-  float* v_rows;
+  int64_t ld;    // d.chunk_ld(): the row stride of probs and dscores
+  int64_t t_ld;  // padded_row(T): the row stride of k_t and v_t
+  float* dk;     // (T, D): dK of the task's kv head
+  float* dv;     // (T, D)
+  float* k_t;    // (D, T): the task's k and v rows transposed, the B operands of P and dP
+  float* v_t;
+  float* k_rows;   // (T, D): f32 copy of the task's 16-bit k rows (f32: none)
   float* probs;    // (kQueryBlock, kKeyBlock): P of one (query block, key chunk) pair
   float* dscores;  // (kQueryBlock, kKeyBlock): dP, then dS
   float* dq;       // (kQueryBlock, D): dQ of one query block
@@ -39,21 +46,25 @@ struct BwdWorkspace {
   float* do_rows;
   float* delta;  // (kQueryBlock): rowsum(dO * O)
 
-  // `widened`: whether k and v need f32 copies (16-bit storage).
-  static int64_t floats(int64_t T, int64_t D, bool widened) {
-    return (widened ? 4 : 2) * T * D + kQueryBlock * (2 * kKeyBlock + 3 * D + 1);
+  // `widened`: whether k needs an f32 copy (16-bit storage).
+  static int64_t floats(const Dims& d, bool widened) {
+    return (widened ? 3 : 2) * d.T * d.D + 2 * d.D * padded_row(d.T) +
+           kQueryBlock * (2 * d.chunk_ld() + 3 * d.D + 1);
   }
-  BwdWorkspace(float* base, int64_t T, int64_t D, bool widened)
-      : dk(base),
-        dv(dk + T * D),
-        k_rows(dv + T * D),
-        v_rows(k_rows + (widened ? T * D : 0)),
-        probs(v_rows + (widened ? T * D : 0)),
-        dscores(probs + kQueryBlock * kKeyBlock),
-        dq(dscores + kQueryBlock * kKeyBlock),
-        q_rows(dq + kQueryBlock * D),
-        do_rows(q_rows + kQueryBlock * D),
-        delta(do_rows + kQueryBlock * D) {}
+  BwdWorkspace(float* base, const Dims& d, bool widened)
+      : ld(d.chunk_ld()),
+        t_ld(padded_row(d.T)),
+        dk(base),
+        dv(dk + d.T * d.D),
+        k_t(dv + d.T * d.D),
+        v_t(k_t + d.D * t_ld),
+        k_rows(v_t + d.D * t_ld),
+        probs(k_rows + (widened ? d.T * d.D : 0)),
+        dscores(probs + kQueryBlock * ld),
+        dq(dscores + kQueryBlock * ld),
+        q_rows(dq + kQueryBlock * d.D),
+        do_rows(q_rows + kQueryBlock * d.D),
+        delta(do_rows + kQueryBlock * d.D) {}
 };
 
 template <class T>
@@ -70,10 +81,11 @@ struct BwdTensors {
 };
 
 // P = exp(s - lse) in place over a key chunk's (rows, cols) scores; 0 for future keys.
-void probabilities(float* p, const float* lse, int64_t rows, int64_t cols, int64_t q0, int64_t k0) {
+void probabilities(float* p, int64_t ld, const float* lse, int64_t rows, int64_t cols, int64_t q0,
+                   int64_t k0) {
   const bool diagonal = k0 + cols - 1 > q0;
   for (int64_t i = 0; i < rows; ++i) {
-    float* row = p + i * kKeyBlock;
+    float* row = p + i * ld;
     const int64_t n = diagonal ? attention::visible_keys(q0, i, k0, cols) : cols;
     const float shift = lse[i];
 #pragma omp simd simdlen(16)
@@ -85,8 +97,7 @@ void probabilities(float* p, const float* lse, int64_t rows, int64_t cols, int64
 // One query block of head h against every key chunk it sees (k, v: the whole sequence's rows).
 template <class T>
 void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, int64_t b, int64_t h,
-                          int64_t qb, attention::RowsF32 k, attention::RowsF32 v,
-                          BwdWorkspace& ws) {
+                          int64_t qb, attention::RowsF32 k, BwdWorkspace& ws) {
   const int64_t D = d.D;
   const int64_t q_stride = d.H * D;
   const int64_t q0 = qb * kQueryBlock;
@@ -105,32 +116,61 @@ void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, in
     ws.delta[i] = dot;
   }
 
+  using attention::Masked;
   for (int64_t k0 = 0; k0 < q0 + rows; k0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, q0 + rows - k0);
-    const float* k_block = k.data + k0 * k.ld;
-    const float* v_block = v.data + k0 * v.ld;
+    const int64_t diagonal = q0 - k0;
+    const bool diagonal_chunk = k0 + cols - 1 > q0;
     float* dk = ws.dk + k0 * D;
     float* dv = ws.dv + k0 * D;
-    // P (rows, cols) from the recomputed scores.
-    sgemm(false, true, rows, cols, D, scale, q.data, q.ld, k_block, k.ld, 0.0f, ws.probs,
-          kKeyBlock);
-    probabilities(ws.probs, lse, rows, cols, q0, k0);
+    // P (rows, cols) from the recomputed scores, up to each row's last key.
+    attention::tile_product({.M = rows,
+                             .N = cols,
+                             .K = D,
+                             .alpha = scale,
+                             .masked = Masked::columns,
+                             .diagonal = diagonal},
+                            {q.data, q.ld, 1}, {ws.k_t + k0, ws.t_ld}, ws.probs, ws.ld);
+    probabilities(ws.probs, ws.ld, lse, rows, cols, q0, k0);
     // dV (cols, D) += P^T dO.
-    sgemm(true, false, cols, D, rows, 1.0f, ws.probs, kKeyBlock, dout.data, dout.ld, 1.0f, dv, D);
-    // dP (rows, cols) = dO V^T, then dS = P * (dP - delta): the gradient of the scaled scores.
-    sgemm(false, true, rows, cols, D, 1.0f, dout.data, dout.ld, v_block, v.ld, 0.0f, ws.dscores,
-          kKeyBlock);
+    attention::tile_product({.M = cols,
+                             .N = D,
+                             .K = rows,
+                             .accumulate = true,
+                             .masked = Masked::k_before_diagonal,
+                             .diagonal = diagonal},
+                            {ws.probs, 1, ws.ld}, {dout.data, dout.ld}, dv, D);
+    // dP (rows, cols) = dO V^T, then dS = P * (dP - delta): the gradient of the scaled scores,
+    // 0 past each row's last key (where dP was not computed).
+    attention::tile_product(
+        {.M = rows, .N = cols, .K = D, .masked = Masked::columns, .diagonal = diagonal},
+        {dout.data, dout.ld, 1}, {ws.v_t + k0, ws.t_ld}, ws.dscores, ws.ld);
     for (int64_t i = 0; i < rows; ++i) {
-      const float* p = ws.probs + i * kKeyBlock;
-      float* ds = ws.dscores + i * kKeyBlock;
+      const float* p = ws.probs + i * ws.ld;
+      float* ds = ws.dscores + i * ws.ld;
+      const int64_t n = diagonal_chunk ? attention::visible_keys(q0, i, k0, cols) : cols;
       const float delta = ws.delta[i];
 #pragma omp simd simdlen(16)
-      for (int64_t j = 0; j < cols; ++j) ds[j] = p[j] * (ds[j] - delta);
+      for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta);
+      std::fill(ds + n, ds + cols, 0.0f);
     }
     // dQ (rows, D) += scale * dS K and dK (cols, D) += scale * dS^T Q.
-    sgemm(false, false, rows, D, cols, scale, ws.dscores, kKeyBlock, k_block, k.ld,
-          k0 == 0 ? 0.0f : 1.0f, ws.dq, D);
-    sgemm(true, false, cols, D, rows, scale, ws.dscores, kKeyBlock, q.data, q.ld, 1.0f, dk, D);
+    attention::tile_product({.M = rows,
+                             .N = D,
+                             .K = cols,
+                             .alpha = scale,
+                             .accumulate = k0 != 0,
+                             .masked = Masked::k_after_diagonal,
+                             .diagonal = diagonal},
+                            {ws.dscores, ws.ld, 1}, {k.data + k0 * k.ld, k.ld}, ws.dq, D);
+    attention::tile_product({.M = cols,
+                             .N = D,
+                             .K = rows,
+                             .alpha = scale,
+                             .accumulate = true,
+                             .masked = Masked::k_before_diagonal,
+                             .diagonal = diagonal},
+                            {ws.dscores, 1, ws.ld}, {q.data, q.ld}, dk, D);
   }
   attention::store_rows(t.dq + q_offset, q_stride, ws.dq, rows, D);
 }
@@ -144,13 +184,13 @@ void backward_kv_head(const BwdTensors<T>& t, const Dims& d, float scale, int64_
   const int64_t kv_offset = (b * d.T * d.Hkv + kvh) * D;
   const attention::RowsF32 k =
       attention::rows_as_f32(t.k + kv_offset, kv_stride, d.T, D, ws.k_rows);
-  const attention::RowsF32 v =
-      attention::rows_as_f32(t.v + kv_offset, kv_stride, d.T, D, ws.v_rows);
+  transpose_to_f32(t.k + kv_offset, kv_stride, d.T, D, ws.k_t, ws.t_ld);
+  transpose_to_f32(t.v + kv_offset, kv_stride, d.T, D, ws.v_t, ws.t_ld);
   std::memset(ws.dk, 0, sizeof(float) * size_t(d.T * D));
   std::memset(ws.dv, 0, sizeof(float) * size_t(d.T * D));
   for (int64_t h = kvh * d.group(); h < (kvh + 1) * d.group(); ++h)
     for (int64_t qb = 0; qb < d.query_blocks(); ++qb)
-      backward_query_block(t, d, scale, b, h, qb, k, v, ws);
+      backward_query_block(t, d, scale, b, h, qb, k, ws);
   attention::store_rows(t.dk + kv_offset, kv_stride, ws.dk, d.T, D);
   attention::store_rows(t.dv + kv_offset, kv_stride, ws.dv, d.T, D);
 }
@@ -162,15 +202,13 @@ void attention_bwd_typed(const AttentionBwdArgs& args, const Dims& d, Stream& st
                         args.v.data_as<T>(),    args.out.data_as<T>(), args.lse.data_as<float>()};
   const float scale = d.softmax_scale(args.scale);
   const int64_t tasks = d.B * d.Hkv;
-  // Every thread joins even when there are fewer tasks than threads: inside an active parallel
-  // region OpenBLAS stays single-threaded, which beats threading these small sgemms.
   const int threads = kernel_threads();
   constexpr bool widened = !std::is_same_v<T, float>;
-  const int64_t per_thread = attention::whole_cache_lines(BwdWorkspace::floats(d.T, d.D, widened));
+  const int64_t per_thread = attention::whole_cache_lines(BwdWorkspace::floats(d, widened));
   ScratchBuffer<float> scratch(stream, size_t(threads * per_thread));
 #pragma omp parallel num_threads(threads)
   {
-    BwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d.T, d.D, widened);
+    BwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d, widened);
     if (attention::heads_split_evenly(tasks, threads)) {
       const int64_t count = omp_get_num_threads(), me = omp_get_thread_num();
       for (int64_t task = tasks * me / count; task < tasks * (me + 1) / count; ++task)

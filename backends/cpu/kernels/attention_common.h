@@ -16,17 +16,24 @@
 namespace h2::cpu::attention {
 
 // A task's query rows come in blocks of kQueryBlock; keys stream past them in chunks of
-// kKeyBlock, so per-thread memory is O(kQueryBlock * (kKeyBlock + D)) whatever T is. OpenBLAS
-// repacks both operands on every call, so the key chunks must be wide to amortise that; measured
-// on AVX-512, 128 x 512 beat 64 x 64, 64 x 256 and 256 x 256 from T = 256 to 2048. Query blocks
-// of 64 rows waste half as much of the diagonal chunk on masked keys as 128: fwd + bwd per layer
-// 2.11 -> 1.45 ms at B8 T128 H4 D32, 7.66 -> 5.83 ms at B2 T256 H12 D64, 159.5 -> 155.3 ms at
-// B1 T2048 H12 D64 (h2_bench_kernels --sections attention, f32, 2-core EPYC with AVX-512); 32 rows
-// gained nothing more at T <= 256 and lost 5% at 2048. Chunks a multiple of kQueryBlock start at
-// or before any block they serve, so every row sees at least one key of every chunk it visits.
+// kKeyBlock, so per-thread memory is O(kQueryBlock * (kKeyBlock + D)) whatever T is. With the
+// register tiles of attention_tiles.h (h2_bench_kernels --sections attention, f32, 2-core Zen 5
+// EPYC, its AVX2 and AVX-512 paths): chunks of 256 keys ran level with 512 from T = 128 to 2048;
+// query blocks of 32 lost up to 10% at T = 2048, and 128 ran level with 64 within the noise of
+// alternating runs. (Through OpenBLAS, which packs both operands on every call and computes the
+// masked scores, 64 x 512 had won by more.) Chunks a multiple of kQueryBlock start at or before
+// any block they serve, so every row sees at least one key of every chunk it visits.
 inline constexpr int64_t kQueryBlock = 64;
 inline constexpr int64_t kKeyBlock = 512;
 static_assert(kKeyBlock % kQueryBlock == 0);
+
+// The row stride, in floats, of a workspace whose rows hold `n` values: n rounded up to whole
+// 64-byte lines, plus one line, so that no stride is a multiple of 1 KiB. Rows a power of two
+// apart share a few L1 sets: 32 rows of a (D, 512) transposed key chunk 2 KiB apart fall into two
+// of the 64, more than their 12 ways hold, and a tile's column of B misses on every row.
+inline constexpr int64_t padded_row(int64_t n) {
+  return (n + 15) / 16 * 16 + 16;
+}
 
 // Whether `heads` (batch entries times heads, b-major, as the tensors lay them out) share out
 // evenly among `threads`: then each thread takes a contiguous run of them, the heads of the token
@@ -40,6 +47,8 @@ struct Dims {
   int64_t B = 0, T = 0, H = 0, Hkv = 0, D = 0;
   int64_t group() const { return H / Hkv; }  // query heads per kv head
   int64_t query_blocks() const { return (T + kQueryBlock - 1) / kQueryBlock; }
+  // The row stride of a block's scores: a key chunk's width, at most T, padded.
+  int64_t chunk_ld() const { return padded_row(T < kKeyBlock ? T : kKeyBlock); }
   // The softmax scale: the op's, or 1/sqrt(D) when that is 0.
   float softmax_scale(float scale) const {
     return scale == 0 ? float(1.0 / std::sqrt(double(D))) : scale;
@@ -86,7 +95,7 @@ inline void check_lse(const char* op, const Tensor& lse, const Dims& d) {
            dtype_name(lse.dtype()), lse.shape().str());
 }
 
-// A (rows, D) block of head rows as the sgemm calls read it: rows `ld` floats apart.
+// A (rows, D) block of head rows as the tile products read it: rows `ld` floats apart.
 struct RowsF32 {
   const float* data;
   int64_t ld;

@@ -1,7 +1,9 @@
 // CPU causal attention forward, flash-attention-2 style: each task owns one block of queries of
 // one head and streams the visible keys past it in chunks through an online softmax, so memory
-// is O(kQueryBlock * (kKeyBlock + D)) per thread whatever T is. Scores and P @ V are sgemm calls
-// on the (B, T, H, D) layout itself (row stride H*D or Hkv*D); f32 accumulation throughout.
+// is O(kQueryBlock * (kKeyBlock + D)) per thread whatever T is. Scores and P @ V are register-
+// tiled products (attention_tiles.h) that read q and v in the (B, T, H, D) layout itself (row
+// stride H*D or Hkv*D) and each key chunk transposed, skip the tiles past the diagonal, and
+// accumulate in f32 throughout.
 // Invariants: keys after a block's last query are never touched; inside the chunk that holds the
 // diagonal each row keeps only keys <= its position; every row sees key 0 in the first chunk,
 // so its running max is finite from then on.
@@ -13,11 +15,12 @@
 #include <type_traits>
 
 #include "backends/cpu/kernels/attention_common.h"
+#include "backends/cpu/kernels/attention_tiles.h"
 #include "backends/cpu/kernels/cpu_math.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
-#include "backends/cpu/kernels/gemm_blas.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/scratch.h"
+#include "backends/cpu/kernels/transpose.h"
 
 namespace h2::cpu {
 namespace {
@@ -28,26 +31,29 @@ using attention::kQueryBlock;
 
 // One thread's scratch, carved from a shared ScratchBuffer.
 struct FwdWorkspace {
+  int64_t ld;      // d.chunk_ld(): the row stride of scores and k_t
   float* scores;   // (kQueryBlock, kKeyBlock): scores, then probabilities, of one key chunk
   float* acc;      // (kQueryBlock, D): unnormalised output rows
   float* row_max;  // (kQueryBlock): running max of each row's scores
   float* row_sum;  // (kQueryBlock): running sum of exp(score - row_max)
+  float* k_t;      // (D, kKeyBlock): one key chunk transposed, the scores' B operand
   float* q_rows;   // (kQueryBlock, D): f32 copy of 16-bit q rows (f32 storage: none)
-  float* k_rows;   // (kKeyBlock, D): f32 copies of 16-bit k and v rows (f32 storage: none)
-  float* v_rows;
+  float* v_rows;   // (kKeyBlock, D): f32 copy of 16-bit v rows (f32 storage: none)
 
-  // `widened`: whether q, k and v need f32 copies (16-bit storage).
-  static int64_t floats(int64_t D, bool widened) {
-    return kQueryBlock * (kKeyBlock + D + 2) + (widened ? (kQueryBlock + 2 * kKeyBlock) * D : 0);
+  // `widened`: whether q and v need f32 copies (16-bit storage).
+  static int64_t floats(const Dims& d, bool widened) {
+    return kQueryBlock * (d.chunk_ld() + d.D + 2) + d.D * d.chunk_ld() +
+           (widened ? (kQueryBlock + kKeyBlock) * d.D : 0);
   }
-  FwdWorkspace(float* base, int64_t D, bool widened)
-      : scores(base),
-        acc(scores + kQueryBlock * kKeyBlock),
-        row_max(acc + kQueryBlock * D),
+  FwdWorkspace(float* base, const Dims& d, bool widened)
+      : ld(d.chunk_ld()),
+        scores(base),
+        acc(scores + kQueryBlock * ld),
+        row_max(acc + kQueryBlock * d.D),
         row_sum(row_max + kQueryBlock),
-        q_rows(row_sum + kQueryBlock),
-        k_rows(q_rows + (widened ? kQueryBlock * D : 0)),
-        v_rows(k_rows + (widened ? kKeyBlock * D : 0)) {}
+        k_t(row_sum + kQueryBlock),
+        q_rows(k_t + d.D * ld),
+        v_rows(q_rows + (widened ? kQueryBlock * d.D : 0)) {}
 };
 
 template <class T>
@@ -66,7 +72,7 @@ void online_softmax_step(FwdWorkspace& ws, int64_t D, int64_t rows, int64_t cols
                          int64_t k0, bool first_chunk) {
   const bool diagonal = k0 + cols - 1 > q0;  // some key is later than the block's first query
   for (int64_t i = 0; i < rows; ++i) {
-    float* p = ws.scores + i * kKeyBlock;
+    float* p = ws.scores + i * ws.ld;
     const int64_t n = diagonal ? attention::visible_keys(q0, i, k0, cols) : cols;
     const float chunk_max = max_f32(p, n);
     const float old_max = ws.row_max[i];
@@ -110,17 +116,27 @@ void forward_block(const FwdTensors<T>& t, const Dims& d, float scale, int64_t b
     const int64_t cols = std::min(kKeyBlock, q0 + rows - k0);
     const int64_t kv_offset = ((b * d.T + k0) * d.Hkv + kvh) * D;
     const bool first_chunk = k0 == 0;
-    const attention::RowsF32 k =
-        attention::rows_as_f32(t.k + kv_offset, kv_stride, cols, D, ws.k_rows);
-    // S = scale * Q K^T: (rows, cols).
-    sgemm(false, true, rows, cols, D, scale, q.data, q.ld, k.data, k.ld, 0.0f, ws.scores,
-          kKeyBlock);
+    const int64_t diagonal = q0 - k0;
+    // S = scale * Q K^T: (rows, cols), up to each row's last key.
+    transpose_to_f32(t.k + kv_offset, kv_stride, cols, D, ws.k_t, ws.ld);
+    attention::tile_product({.M = rows,
+                             .N = cols,
+                             .K = D,
+                             .alpha = scale,
+                             .masked = attention::Masked::columns,
+                             .diagonal = diagonal},
+                            {q.data, q.ld, 1}, {ws.k_t, ws.ld}, ws.scores, ws.ld);
     online_softmax_step(ws, D, rows, cols, q0, k0, first_chunk);
     // acc (+)= P V, with the earlier acc already rescaled to the current row maxima.
     const attention::RowsF32 v =
         attention::rows_as_f32(t.v + kv_offset, kv_stride, cols, D, ws.v_rows);
-    sgemm(false, false, rows, D, cols, 1.0f, ws.scores, kKeyBlock, v.data, v.ld,
-          first_chunk ? 0.0f : 1.0f, ws.acc, D);
+    attention::tile_product({.M = rows,
+                             .N = D,
+                             .K = cols,
+                             .accumulate = !first_chunk,
+                             .masked = attention::Masked::k_after_diagonal,
+                             .diagonal = diagonal},
+                            {ws.scores, ws.ld, 1}, {v.data, v.ld}, ws.acc, D);
   }
   // out = acc / row_sum; lse = row_max + log(row_sum), the logsumexp of the row's scores.
   float* lse = t.lse + (b * d.H + h) * d.T + q0;
@@ -143,12 +159,12 @@ void attention_fwd_typed(const AttentionFwdArgs& args, const Dims& d, Stream& st
   const int64_t heads = d.B * d.H;
   const int threads = kernel_threads();
   constexpr bool widened = !std::is_same_v<T, float>;
-  const int64_t per_thread = attention::whole_cache_lines(FwdWorkspace::floats(d.D, widened));
+  const int64_t per_thread = attention::whole_cache_lines(FwdWorkspace::floats(d, widened));
   ScratchBuffer<float> scratch(stream, size_t(threads * per_thread));
   const bool by_rows = attention::heads_split_evenly(heads, threads);
 #pragma omp parallel num_threads(threads)
   {
-    FwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d.D, widened);
+    FwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d, widened);
     if (by_rows) {
       // Each thread the heads of its own token rows, every query block of them.
       const int64_t count = omp_get_num_threads(), me = omp_get_thread_num();
