@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "backends/cpu/kernels/attention_common.h"
 #include "backends/cpu/kernels/attention_tiles.h"
@@ -38,20 +37,19 @@ struct BwdWorkspace {
   float* dv;     // (T, D)
   float* k_t;    // (D, T): the task's k and v rows transposed, the B operands of P and dP
   float* v_t;
-  float* k_rows;   // (T, D): f32 copy of the task's 16-bit k rows (f32: none)
+  float* k_rows;   // (T, D): f32 copy of the task's k rows
   float* probs;    // (kQueryBlock, kKeyBlock): P of one (query block, key chunk) pair
   float* dscores;  // (kQueryBlock, kKeyBlock): dP, then dS
   float* dq;       // (kQueryBlock, D): dQ of one query block
-  float* q_rows;   // (kQueryBlock, D): f32 copies of 16-bit q and dout rows
+  float* q_rows;   // (kQueryBlock, D): f32 copies of the block's q and dout rows
   float* do_rows;
   float* delta;  // (kQueryBlock): rowsum(dO * O)
 
-  // `widened`: whether k needs an f32 copy (16-bit storage).
-  static int64_t floats(const Dims& d, bool widened) {
-    return (widened ? 3 : 2) * d.T * d.D + 2 * d.D * padded_row(d.T) +
+  static int64_t floats(const Dims& d) {
+    return 3 * d.T * d.D + 2 * d.D * padded_row(d.T) +
            kQueryBlock * (2 * d.chunk_ld() + 3 * d.D + 1);
   }
-  BwdWorkspace(float* base, const Dims& d, bool widened)
+  BwdWorkspace(float* base, const Dims& d)
       : ld(d.chunk_ld()),
         t_ld(padded_row(d.T)),
         dk(base),
@@ -59,7 +57,7 @@ struct BwdWorkspace {
         k_t(dv + d.T * d.D),
         v_t(k_t + d.D * t_ld),
         k_rows(v_t + d.D * t_ld),
-        probs(k_rows + (widened ? d.T * d.D : 0)),
+        probs(k_rows + d.T * d.D),
         dscores(probs + kQueryBlock * ld),
         dq(dscores + kQueryBlock * ld),
         q_rows(dq + kQueryBlock * d.D),
@@ -94,21 +92,20 @@ void probabilities(float* p, int64_t ld, const float* lse, int64_t rows, int64_t
   }
 }
 
-// One query block of head h against every key chunk it sees (k, v: the whole sequence's rows).
+// One query block of head h against every key chunk it sees (k: the kv head's rows, D apart).
 template <class T>
 void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, int64_t b, int64_t h,
-                          int64_t qb, attention::RowsF32 k, BwdWorkspace& ws) {
+                          int64_t qb, const float* k, BwdWorkspace& ws) {
   const int64_t D = d.D;
   const int64_t q_stride = d.H * D;
   const int64_t q0 = qb * kQueryBlock;
   const int64_t rows = std::min(kQueryBlock, d.T - q0);
   const int64_t q_offset = ((b * d.T + q0) * d.H + h) * D;
-  const attention::RowsF32 q = attention::rows_as_f32(t.q + q_offset, q_stride, rows, D, ws.q_rows);
-  const attention::RowsF32 dout =
-      attention::rows_as_f32(t.dout + q_offset, q_stride, rows, D, ws.do_rows);
+  const float* q = attention::rows_to_f32(t.q + q_offset, q_stride, rows, D, ws.q_rows);
+  const float* dout = attention::rows_to_f32(t.dout + q_offset, q_stride, rows, D, ws.do_rows);
   const float* lse = t.lse + (b * d.H + h) * d.T + q0;
   for (int64_t i = 0; i < rows; ++i) {
-    const float* g = dout.data + i * dout.ld;
+    const float* g = dout + i * D;
     const T* o = t.out + q_offset + i * q_stride;
     float dot = 0;
 #pragma omp simd reduction(+ : dot)
@@ -130,7 +127,7 @@ void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, in
                              .alpha = scale,
                              .masked = Masked::columns,
                              .diagonal = diagonal},
-                            {q.data, q.ld, 1}, {ws.k_t + k0, ws.t_ld}, ws.probs, ws.ld);
+                            {q, D, 1}, {ws.k_t + k0, ws.t_ld}, ws.probs, ws.ld);
     probabilities(ws.probs, ws.ld, lse, rows, cols, q0, k0);
     // dV (cols, D) += P^T dO.
     attention::tile_product({.M = cols,
@@ -139,12 +136,12 @@ void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, in
                              .accumulate = true,
                              .masked = Masked::k_before_diagonal,
                              .diagonal = diagonal},
-                            {ws.probs, 1, ws.ld}, {dout.data, dout.ld}, dv, D);
+                            {ws.probs, 1, ws.ld}, {dout, D}, dv, D);
     // dP (rows, cols) = dO V^T, then dS = P * (dP - delta): the gradient of the scaled scores,
     // 0 past each row's last key (where dP was not computed).
     attention::tile_product(
         {.M = rows, .N = cols, .K = D, .masked = Masked::columns, .diagonal = diagonal},
-        {dout.data, dout.ld, 1}, {ws.v_t + k0, ws.t_ld}, ws.dscores, ws.ld);
+        {dout, D, 1}, {ws.v_t + k0, ws.t_ld}, ws.dscores, ws.ld);
     for (int64_t i = 0; i < rows; ++i) {
       const float* p = ws.probs + i * ws.ld;
       float* ds = ws.dscores + i * ws.ld;
@@ -162,7 +159,7 @@ void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, in
                              .accumulate = k0 != 0,
                              .masked = Masked::k_after_diagonal,
                              .diagonal = diagonal},
-                            {ws.dscores, ws.ld, 1}, {k.data + k0 * k.ld, k.ld}, ws.dq, D);
+                            {ws.dscores, ws.ld, 1}, {k + k0 * D, D}, ws.dq, D);
     attention::tile_product({.M = cols,
                              .N = D,
                              .K = rows,
@@ -170,7 +167,7 @@ void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, in
                              .accumulate = true,
                              .masked = Masked::k_before_diagonal,
                              .diagonal = diagonal},
-                            {ws.dscores, 1, ws.ld}, {q.data, q.ld}, dk, D);
+                            {ws.dscores, 1, ws.ld}, {q, D}, dk, D);
   }
   attention::store_rows(t.dq + q_offset, q_stride, ws.dq, rows, D);
 }
@@ -182,8 +179,7 @@ void backward_kv_head(const BwdTensors<T>& t, const Dims& d, float scale, int64_
   const int64_t D = d.D;
   const int64_t kv_stride = d.Hkv * D;
   const int64_t kv_offset = (b * d.T * d.Hkv + kvh) * D;
-  const attention::RowsF32 k =
-      attention::rows_as_f32(t.k + kv_offset, kv_stride, d.T, D, ws.k_rows);
+  const float* k = attention::rows_to_f32(t.k + kv_offset, kv_stride, d.T, D, ws.k_rows);
   transpose_to_f32(t.k + kv_offset, kv_stride, d.T, D, ws.k_t, ws.t_ld);
   transpose_to_f32(t.v + kv_offset, kv_stride, d.T, D, ws.v_t, ws.t_ld);
   std::memset(ws.dk, 0, sizeof(float) * size_t(d.T * D));
@@ -203,12 +199,11 @@ void attention_bwd_typed(const AttentionBwdArgs& args, const Dims& d, Stream& st
   const float scale = d.softmax_scale(args.scale);
   const int64_t tasks = d.B * d.Hkv;
   const int threads = kernel_threads();
-  constexpr bool widened = !std::is_same_v<T, float>;
-  const int64_t per_thread = attention::whole_cache_lines(BwdWorkspace::floats(d, widened));
+  const int64_t per_thread = attention::whole_cache_lines(BwdWorkspace::floats(d));
   ScratchBuffer<float> scratch(stream, size_t(threads * per_thread));
 #pragma omp parallel num_threads(threads)
   {
-    BwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d, widened);
+    BwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d);
     if (attention::heads_split_evenly(tasks, threads)) {
       const int64_t count = omp_get_num_threads(), me = omp_get_thread_num();
       for (int64_t task = tasks * me / count; task < tasks * (me + 1) / count; ++task)

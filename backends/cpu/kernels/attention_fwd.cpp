@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "backends/cpu/kernels/attention_common.h"
 #include "backends/cpu/kernels/attention_tiles.h"
@@ -37,15 +36,14 @@ struct FwdWorkspace {
   float* row_max;  // (kQueryBlock): running max of each row's scores
   float* row_sum;  // (kQueryBlock): running sum of exp(score - row_max)
   float* k_t;      // (D, kKeyBlock): one key chunk transposed, the scores' B operand
-  float* q_rows;   // (kQueryBlock, D): f32 copy of 16-bit q rows (f32 storage: none)
-  float* v_rows;   // (kKeyBlock, D): f32 copy of 16-bit v rows (f32 storage: none)
+  float* q_rows;   // (kQueryBlock, D): f32 copy of the block's q rows
+  float* v_rows;   // (kKeyBlock, D): f32 copy of one key chunk's v rows
 
-  // `widened`: whether q and v need f32 copies (16-bit storage).
-  static int64_t floats(const Dims& d, bool widened) {
+  static int64_t floats(const Dims& d) {
     return kQueryBlock * (d.chunk_ld() + d.D + 2) + d.D * d.chunk_ld() +
-           (widened ? (kQueryBlock + kKeyBlock) * d.D : 0);
+           (kQueryBlock + kKeyBlock) * d.D;
   }
-  FwdWorkspace(float* base, const Dims& d, bool widened)
+  FwdWorkspace(float* base, const Dims& d)
       : ld(d.chunk_ld()),
         scores(base),
         acc(scores + kQueryBlock * ld),
@@ -53,7 +51,7 @@ struct FwdWorkspace {
         row_sum(row_max + kQueryBlock),
         k_t(row_sum + kQueryBlock),
         q_rows(k_t + d.D * ld),
-        v_rows(q_rows + (widened ? kQueryBlock * d.D : 0)) {}
+        v_rows(q_rows + kQueryBlock * d.D) {}
 };
 
 template <class T>
@@ -111,7 +109,7 @@ void forward_block(const FwdTensors<T>& t, const Dims& d, float scale, int64_t b
   const int64_t rows = std::min(kQueryBlock, d.T - q0);
   const int64_t q_offset = ((b * d.T + q0) * d.H + h) * D;
 
-  const attention::RowsF32 q = attention::rows_as_f32(t.q + q_offset, q_stride, rows, D, ws.q_rows);
+  const float* q = attention::rows_to_f32(t.q + q_offset, q_stride, rows, D, ws.q_rows);
   for (int64_t k0 = 0; k0 < q0 + rows; k0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, q0 + rows - k0);
     const int64_t kv_offset = ((b * d.T + k0) * d.Hkv + kvh) * D;
@@ -125,18 +123,17 @@ void forward_block(const FwdTensors<T>& t, const Dims& d, float scale, int64_t b
                              .alpha = scale,
                              .masked = attention::Masked::columns,
                              .diagonal = diagonal},
-                            {q.data, q.ld, 1}, {ws.k_t, ws.ld}, ws.scores, ws.ld);
+                            {q, D, 1}, {ws.k_t, ws.ld}, ws.scores, ws.ld);
     online_softmax_step(ws, D, rows, cols, q0, k0, first_chunk);
     // acc (+)= P V, with the earlier acc already rescaled to the current row maxima.
-    const attention::RowsF32 v =
-        attention::rows_as_f32(t.v + kv_offset, kv_stride, cols, D, ws.v_rows);
+    const float* v = attention::rows_to_f32(t.v + kv_offset, kv_stride, cols, D, ws.v_rows);
     attention::tile_product({.M = rows,
                              .N = D,
                              .K = cols,
                              .accumulate = !first_chunk,
                              .masked = attention::Masked::k_after_diagonal,
                              .diagonal = diagonal},
-                            {ws.scores, ws.ld, 1}, {v.data, v.ld}, ws.acc, D);
+                            {ws.scores, ws.ld, 1}, {v, D}, ws.acc, D);
   }
   // out = acc / row_sum; lse = row_max + log(row_sum), the logsumexp of the row's scores.
   float* lse = t.lse + (b * d.H + h) * d.T + q0;
@@ -158,13 +155,12 @@ void attention_fwd_typed(const AttentionFwdArgs& args, const Dims& d, Stream& st
   const int64_t blocks = d.query_blocks();
   const int64_t heads = d.B * d.H;
   const int threads = kernel_threads();
-  constexpr bool widened = !std::is_same_v<T, float>;
-  const int64_t per_thread = attention::whole_cache_lines(FwdWorkspace::floats(d, widened));
+  const int64_t per_thread = attention::whole_cache_lines(FwdWorkspace::floats(d));
   ScratchBuffer<float> scratch(stream, size_t(threads * per_thread));
   const bool by_rows = attention::heads_split_evenly(heads, threads);
 #pragma omp parallel num_threads(threads)
   {
-    FwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d, widened);
+    FwdWorkspace ws(scratch.data() + omp_get_thread_num() * per_thread, d);
     if (by_rows) {
       // Each thread the heads of its own token rows, every query block of them.
       const int64_t count = omp_get_num_threads(), me = omp_get_thread_num();

@@ -1,7 +1,8 @@
 // Attention's block products in register tiles (attention_tiles.h). One generic body in GCC
-// vector types, compiled three times: 4-float vectors for any x86-64, 8 under AVX2 + FMA and 16
-// under AVX-512, each instance inlined into an entry point that carries its target, so that one
-// binary holds all three and the CPU picks at run time.
+// vector types, compiled three times: 4-float vectors under the build's own flags (the path of a
+// CPU without AVX2, where H2_CPU_ARCH builds for one), 8 under AVX2 + FMA and 16 under AVX-512,
+// each instance inlined into an entry point that carries its target, so that one binary holds all
+// three and the CPU picks at run time.
 //
 // A tile keeps MR x 2 vectors of C in registers while k runs: per k, two unaligned loads of B's
 // row, and per row one broadcast of A(m, k) and two FMAs. MR is 6 for 16 registers (12
@@ -44,7 +45,8 @@ struct TileArgs {
 // C (MR, NV vectors) = alpha * sum over k of A(i, k) B(k, :), plus C when accumulating.
 // kUnitM: A's m stride is 1 (A^T of a row-major block), so that the broadcasts of a k step
 // address A at constant offsets instead of through MR - 1 strides the registers cannot all hold
-// (the A^T products ran at 80% of the FMA peak, the others at 95%).
+// (AVX2, one core: the A^T products ran at 80% of the FMA peak with the strides, 85% without;
+// the others at 95%).
 template <class V, int MR, int NV, bool kUnitM>
 [[gnu::always_inline]] inline void tile(const TileArgs& t) {
   constexpr int L = kLanes<V>;
