@@ -35,8 +35,8 @@ std::string cpu_model_name() {
 }
 
 // OpenBLAS picks its kernels when it loads (OPENBLAS_CORETYPE, else the CPU), before H2 can cap
-// them: under H2_CPU_MAX_ISA the GEMMs it runs (inside attention and low-precision tiles, and
-// all of them with H2_CPU_GEMM=openblas) would still use the newer CPU's instructions. Says so.
+// them: under H2_CPU_MAX_ISA the GEMMs it runs (inside low-precision tiles, and all of them with
+// H2_CPU_GEMM=openblas) would still use the newer CPU's instructions. Says so.
 void warn_if_openblas_exceeds_the_cap() {
   const CpuIsaLevel cap = cpu_isa_cap();
   if (cap == CpuIsaLevel::native || cap == CpuIsaLevel::amx) return;

@@ -15,8 +15,8 @@ namespace h2::cpu {
 // Who runs the matmul op's GEMMs. oneDNN by default: 1.04-1.68x OpenBLAS on 15 of the 18 GEMMs
 // of a small training step, level on a 124M model's, 1.28x on the whole small step
 // (docs/performance.md, "GEMM library");
-// OpenBLAS stays for the GEMMs issued inside the kernels' own parallel regions (attention blocks,
-// low-precision tiles) and as the H2_CPU_GEMM=openblas fallback.
+// OpenBLAS stays for the GEMMs issued inside the kernels' own parallel regions (low-precision
+// tiles) and as the H2_CPU_GEMM=openblas fallback.
 enum class GemmProvider { onednn, openblas };
 
 std::string gemm_provider_name(GemmProvider provider);

@@ -35,11 +35,11 @@ struct BwdWorkspace {
   int64_t t_ld;  // padded_row(T): the row stride of k_t and v_t
   float* dk;     // (T, D): dK of the task's kv head
   float* dv;     // (T, D)
-  float* k_t;    // (D, T): the task's k and v rows transposed, the B operands of P and dP
+  float* k_t;    // (D, T), rows t_ld apart: the task's k and v rows transposed (B of P and dP)
   float* v_t;
   float* k_rows;   // (T, D): f32 copy of the task's k rows
-  float* probs;    // (kQueryBlock, kKeyBlock): P of one (query block, key chunk) pair
-  float* dscores;  // (kQueryBlock, kKeyBlock): dP, then dS
+  float* probs;    // (kQueryBlock, kKeyBlock), rows ld apart: P of one block and key chunk
+  float* dscores;  // (kQueryBlock, kKeyBlock), rows ld apart: dP, then dS
   float* dq;       // (kQueryBlock, D): dQ of one query block
   float* q_rows;   // (kQueryBlock, D): f32 copies of the block's q and dout rows
   float* do_rows;

@@ -1,8 +1,8 @@
 // CPU causal attention forward, flash-attention-2 style: each task owns one block of queries of
 // one head and streams the visible keys past it in chunks through an online softmax, so memory
 // is O(kQueryBlock * (kKeyBlock + D)) per thread whatever T is. Scores and P @ V are register-
-// tiled products (attention_tiles.h) that read q and v in the (B, T, H, D) layout itself (row
-// stride H*D or Hkv*D) and each key chunk transposed, skip the tiles past the diagonal, and
+// tiled products (attention_tiles.h) over f32 copies of the block's q rows and the chunk's v rows
+// (D apart) and the chunk's keys transposed; they skip the tiles past the diagonal and
 // accumulate in f32 throughout.
 // Invariants: keys after a block's last query are never touched; inside the chunk that holds the
 // diagonal each row keeps only keys <= its position; every row sees key 0 in the first chunk,
@@ -31,11 +31,11 @@ using attention::kQueryBlock;
 // One thread's scratch, carved from a shared ScratchBuffer.
 struct FwdWorkspace {
   int64_t ld;      // d.chunk_ld(): the row stride of scores and k_t
-  float* scores;   // (kQueryBlock, kKeyBlock): scores, then probabilities, of one key chunk
+  float* scores;   // (kQueryBlock, kKeyBlock), rows ld apart: scores, then probabilities
   float* acc;      // (kQueryBlock, D): unnormalised output rows
   float* row_max;  // (kQueryBlock): running max of each row's scores
   float* row_sum;  // (kQueryBlock): running sum of exp(score - row_max)
-  float* k_t;      // (D, kKeyBlock): one key chunk transposed, the scores' B operand
+  float* k_t;      // (D, kKeyBlock), rows ld apart: a key chunk transposed, the scores' B
   float* q_rows;   // (kQueryBlock, D): f32 copy of the block's q rows
   float* v_rows;   // (kKeyBlock, D): f32 copy of one key chunk's v rows
 

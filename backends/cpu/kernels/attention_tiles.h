@@ -1,5 +1,5 @@
 // The block products of CPU causal attention (attention_fwd.cpp, attention_bwd.cpp) as
-// register-tiled GEMMs that read their operands where they lie, with no packing, and skip the
+// register-tiled GEMMs that read their operands through strides, with no packing, and skip the
 // tiles the causal mask empties. Every product there is one of
 //   C (M, N) = alpha * A B   or   C += alpha * A B,
 // with A read element by element through two strides (so that A or A^T of a row-major block is
