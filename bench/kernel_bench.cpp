@@ -253,8 +253,10 @@ int run(const Settings& s, int threads) {
   auto runtime = create_runtime(options);
   Device& cpu = runtime->cpu();
   fmt::print("# H2 CPU kernel benchmark\n\n");
-  fmt::print("device: {} ({}); OPENBLAS_CORETYPE {}, OPENBLAS_L2_SIZE {}\n\n", cpu.str(),
-             cpu.props().name, env_or_unset("OPENBLAS_CORETYPE"), env_or_unset("OPENBLAS_L2_SIZE"));
+  // H2_CPU_MAX_ISA picks the path of H2's own kernels (attention's tiles among them) and oneDNN's.
+  fmt::print("device: {} ({}); H2_CPU_MAX_ISA {}, OPENBLAS_CORETYPE {}, OPENBLAS_L2_SIZE {}\n\n",
+             cpu.str(), cpu.props().name, env_or_unset("H2_CPU_MAX_ISA"),
+             env_or_unset("OPENBLAS_CORETYPE"), env_or_unset("OPENBLAS_L2_SIZE"));
   double peak = s.peak_gflops;
   if (peak <= 0 && wants(s, "peak")) peak = measure_peak(cpu, s);
   if (wants(s, "gemm")) gemm_table(cpu, s, peak);
