@@ -22,6 +22,7 @@ struct RopeScaling {
   double high_freq_factor = 4;
   double original_max_positions = 8192;
   H2_HOST_DEVICE bool enabled() const { return factor > 0; }
+  bool operator==(const RopeScaling&) const = default;
 };
 
 // inv_freq of pair i (0 <= i < dim / 2) for head dimension `dim`.

@@ -53,14 +53,6 @@ RopeTable make_table(const RopeTableKey& key) {
 
 }  // namespace
 
-bool RopeTableKey::operator==(const RopeTableKey& o) const {
-  return seq == o.seq && dim == o.dim && offset == o.offset && theta == o.theta &&
-         scaling.factor == o.scaling.factor &&
-         scaling.low_freq_factor == o.scaling.low_freq_factor &&
-         scaling.high_freq_factor == o.scaling.high_freq_factor &&
-         scaling.original_max_positions == o.scaling.original_max_positions;
-}
-
 std::shared_ptr<const RopeTable> RopeTables::get(const RopeTableKey& key) {
   std::lock_guard lock(mutex_);
   for (const auto& [kept, table] : tables_)

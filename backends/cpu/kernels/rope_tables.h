@@ -21,7 +21,7 @@ struct RopeTableKey {
   int64_t seq = 0, dim = 0, offset = 0;
   double theta = 0;
   RopeScaling scaling;
-  bool operator==(const RopeTableKey& o) const;
+  bool operator==(const RopeTableKey&) const = default;
 };
 
 // cos_t, sin_t: (T, half) = cos and sin of (offset + t) * inv_freq[i], rounded to float; the
