@@ -4,7 +4,6 @@
 // indexed by element position), the stats output, the imposed multiplier and argument errors.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -13,12 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cpu/kernels/cpu_parallel.h"
 #include "core/error.h"
 #include "core/lowp/formats.h"
 #include "core/lowp/quant_check.h"
 #include "core/ops.h"
 #include "core/tensor_host.h"
+#include "tests/ops/cpu_kernel_threads.h"
 #include "tests/ops/lowp_test_util.h"
 
 namespace h2::test {
@@ -389,18 +388,18 @@ TEST(Quantize, ResultsDoNotDependOnTheThreadCount) {
     }
     return all;
   };
-  std::atomic<int>& threads = cpu::kernel_thread_setting();
-  const int saved = threads.load();
   for (const QuantSpec& s : {spec(Format::e2m1, ScaleRule::nvfp4, 1, 16),
                              spec(Format::e4m3, ScaleRule::f32_amax, 64, 32),
                              spec(Format::e5m2, ScaleRule::e8m0_ceil, 1, 32)})
     for (bool transpose : {false, true}) {
-      threads.store(1);
-      std::vector<uint8_t> one = bytes(s, transpose);
-      threads.store(4);
+      std::vector<uint8_t> one;
+      {
+        CpuKernelThreads threads(1);
+        one = bytes(s, transpose);
+      }
+      CpuKernelThreads threads(4);
       EXPECT_EQ(bytes(s, transpose), one) << lowp::describe(s) << " transpose " << transpose;
     }
-  threads.store(saved);
 }
 
 TEST(Quantize, NanIsIgnoredByTheAmaxAndStaysNan) {
