@@ -81,10 +81,9 @@ struct BwdTensors {
 // P = exp(s - lse) in place over a key chunk's (rows, cols) scores; 0 for future keys.
 void probabilities(float* p, int64_t ld, const float* lse, int64_t rows, int64_t cols, int64_t q0,
                    int64_t k0) {
-  const bool diagonal = k0 + cols - 1 > q0;
   for (int64_t i = 0; i < rows; ++i) {
     float* row = p + i * ld;
-    const int64_t n = diagonal ? attention::visible_keys(q0, i, k0, cols) : cols;
+    const int64_t n = attention::visible_keys(q0, i, k0, cols);
     const float shift = lse[i];
 #pragma omp simd simdlen(16)
     for (int64_t j = 0; j < n; ++j) row[j] = exp_f32(row[j] - shift);
@@ -117,7 +116,6 @@ void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, in
   for (int64_t k0 = 0; k0 < q0 + rows; k0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, q0 + rows - k0);
     const int64_t diagonal = q0 - k0;
-    const bool diagonal_chunk = k0 + cols - 1 > q0;
     float* dk = ws.dk + k0 * D;
     float* dv = ws.dv + k0 * D;
     // P (rows, cols) from the recomputed scores, up to each row's last key.
@@ -145,7 +143,7 @@ void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, in
     for (int64_t i = 0; i < rows; ++i) {
       const float* p = ws.probs + i * ws.ld;
       float* ds = ws.dscores + i * ws.ld;
-      const int64_t n = diagonal_chunk ? attention::visible_keys(q0, i, k0, cols) : cols;
+      const int64_t n = attention::visible_keys(q0, i, k0, cols);
       const float delta = ws.delta[i];
 #pragma omp simd simdlen(16)
       for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta);

@@ -113,7 +113,8 @@ void store_rows(T* first, int64_t stride, const float* src, int64_t rows, int64_
 }
 
 // The causal mask inside one (query block, key chunk) pair: query row i (position q0 + i) sees
-// keys up to q0 + i, so this many of the chunk's `cols` keys starting at position k0.
+// keys up to q0 + i, so this many of the chunk's `cols` keys starting at position k0 (all of
+// them in a chunk that ends at or before the block's first query).
 inline int64_t visible_keys(int64_t q0, int64_t i, int64_t k0, int64_t cols) {
   const int64_t n = q0 + i - k0 + 1;
   return n < 0 ? 0 : (n > cols ? cols : n);

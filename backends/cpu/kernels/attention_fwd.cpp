@@ -68,10 +68,9 @@ struct FwdTensors {
 // earlier partial sums and output rows to the new max.
 void online_softmax_step(FwdWorkspace& ws, int64_t D, int64_t rows, int64_t cols, int64_t q0,
                          int64_t k0, bool first_chunk) {
-  const bool diagonal = k0 + cols - 1 > q0;  // some key is later than the block's first query
   for (int64_t i = 0; i < rows; ++i) {
     float* p = ws.scores + i * ws.ld;
-    const int64_t n = diagonal ? attention::visible_keys(q0, i, k0, cols) : cols;
+    const int64_t n = attention::visible_keys(q0, i, k0, cols);
     const float chunk_max = max_f32(p, n);
     const float old_max = ws.row_max[i];
     const float new_max = (first_chunk || chunk_max > old_max) ? chunk_max : old_max;

@@ -152,7 +152,7 @@ template <class V, bool kUnitM>
                        c + m0 * ldc + n0,
                        ldc,
                        e.k_begin,
-                       std::max(e.k_begin, e.k_end),
+                       e.k_end,
                        p.alpha,
                        p.accumulate};
       if (width == 2 * L) {
