@@ -56,7 +56,10 @@ AttnInputs make_inputs(OpConformance& t, const ref::AttnDims& d, bool fused) {
 void check_fwd(OpConformance& t, const ref::AttnDims& d, bool fused = false) {
   AttnInputs in = make_inputs(t, d, fused);
   Tensor out = t.nans({d.B, d.T, d.H, d.D}, t.dt());
-  Tensor lse = t.nans({d.B, d.H, d.T}, DType::f32);
+  // fused: out is a head slice too (of a wider tensor), and lse a slice of a longer sequence's.
+  if (fused) out = t.nans({d.B, d.T, d.H + 1, d.D}, t.dt()).slice(2, 1, d.H + 1);
+  Tensor lse = fused ? t.nans({d.B, d.H, d.T + 3}, DType::f32).slice(2, 0, d.T)
+                     : t.nans({d.B, d.H, d.T}, DType::f32);
   ops::attention_fwd(
       {.out = out, .lse = lse, .q = in.tq, .k = in.tk, .v = in.tv, .scale = float(d.scale)});
   ref::AttnOut want = ref::attention_fwd(to_double(in.q), to_double(in.k), to_double(in.v), d);
@@ -75,6 +78,12 @@ void check_bwd(OpConformance& t, const ref::AttnDims& d, bool fused = false) {
   for (size_t i = 0; i < out_saved.size(); ++i) out_saved[i] = round_to(t.dt(), float(fwd.out[i]));
   Tensor dq = t.nans({d.B, d.T, d.H, d.D}, t.dt());
   Tensor dk = t.nans({d.B, d.T, d.Hkv, d.D}, t.dt()), dv = t.nans({d.B, d.T, d.Hkv, d.D}, t.dt());
+  if (fused) {  // the gradients too as head slices of one tensor, as a fused backward takes them
+    Tensor dqkv = t.nans({d.B, d.T, d.H + 2 * d.Hkv, d.D}, t.dt());
+    dq = dqkv.slice(2, 0, d.H);
+    dk = dqkv.slice(2, d.H, d.H + d.Hkv);
+    dv = dqkv.slice(2, d.H + d.Hkv, d.H + 2 * d.Hkv);
+  }
   ops::attention_bwd({.dq = dq,
                       .dk = dk,
                       .dv = dv,

@@ -160,7 +160,8 @@ TEST_P(OpConformance, rms_norm_bwd_model) {
   check_rms_norm_bwd(*this, {128, 256}, true);
 }
 
-// swiglu on (N, F); fused: gate and up are the two halves of one (N, 2F) projection output.
+// swiglu on (N, F); fused: gate and up are the two halves of one (N, 2F) projection output, and
+// the outputs column slices.
 void check_swiglu(OpConformance& t, Op op, const Shape& shape, bool fused = false) {
   int64_t F = shape[shape.rank() - 1], N = F > 0 ? shape.numel() / F : 0;
   auto gate = t.rand(shape.numel(), -6, 6), up = t.rand(shape.numel(), -2, 2);
@@ -179,11 +180,17 @@ void check_swiglu(OpConformance& t, Op op, const Shape& shape, bool fused = fals
   }
   std::string tag = fmt::format(" {}{}", shape.str(), fused ? " fused" : "");
   if (op == Op::swiglu_fwd) {
-    Tensor out = t.nans(shape, t.dt());
+    // fused: out a column slice too, of a wider tensor.
+    Tensor out = fused ? t.nans({N, F + 3}, t.dt()).slice(1, 2, F + 2) : t.nans(shape, t.dt());
     ops::swiglu_fwd({.out = out, .gate = tg, .up = tu});
     t.expect_close("out" + tag, out, ref::swiglu_fwd(to_double(gate), to_double(up)));
   } else {
     Tensor dgate = t.nans(shape, t.dt()), dup = t.nans(shape, t.dt());
+    if (fused) {  // the halves of one (N, 2F) gradient, as a fused backward takes them
+      Tensor both = t.nans({N, 2 * F}, t.dt());
+      dgate = both.slice(1, 0, F);
+      dup = both.slice(1, F, 2 * F);
+    }
     ops::swiglu_bwd(
         {.dgate = dgate, .dup = dup, .dout = t.upload(dout, shape), .gate = tg, .up = tu});
     ref::SwigluGrads want = ref::swiglu_bwd(to_double(dout), to_double(gate), to_double(up));
@@ -196,6 +203,7 @@ TEST_P(OpConformance, swiglu_fwd_shapes) {
   H2_REQUIRE_OP(Op::swiglu_fwd);
   for (Shape s : {Shape{7, 13}, Shape{0, 8}, Shape{1, 1}}) check_swiglu(*this, Op::swiglu_fwd, s);
   check_swiglu(*this, Op::swiglu_fwd, {5, 9}, true);
+  check_swiglu(*this, Op::swiglu_fwd, {3, 1100}, true);  // rows longer than a CPU chunk
   check_swiglu(*this, Op::swiglu_fwd, {2, 64, 688});
 }
 
@@ -203,6 +211,7 @@ TEST_P(OpConformance, swiglu_bwd_shapes) {
   H2_REQUIRE_OP(Op::swiglu_bwd);
   for (Shape s : {Shape{7, 13}, Shape{0, 8}, Shape{1, 1}}) check_swiglu(*this, Op::swiglu_bwd, s);
   check_swiglu(*this, Op::swiglu_bwd, {5, 9}, true);
+  check_swiglu(*this, Op::swiglu_bwd, {3, 1100}, true);
   check_swiglu(*this, Op::swiglu_bwd, {2, 64, 688});
 }
 

@@ -105,6 +105,32 @@ TEST_P(OpConformance, rope_fwd_out_aliases_x) {
   }
 }
 
+// As a fused qkv forward rotates q and k: in place, on the first H + Hkv heads of a (B, T, H + 2
+// Hkv, D) tensor, leaving the v heads as they were.
+TEST_P(OpConformance, rope_in_place_on_qk_heads_of_fused_qkv) {
+  H2_REQUIRE_OP(Op::rope_fwd);
+  H2_REQUIRE_OP(Op::rope_bwd);
+  const RopeCase c{2, 5, 3, 8, 2};  // c.H = H + Hkv = 2 + 1; one more v head
+  const int64_t W = c.H + 1;
+  for (Op op : {Op::rope_fwd, Op::rope_bwd}) {
+    auto qkv = rand(c.B * c.T * W * c.D);
+    Tensor base = upload(qkv, {c.B, c.T, W, c.D});
+    Tensor qk = base.slice(2, 0, c.H);
+    run_rope(op, qk, qk, c);
+    std::vector<float> x, v;
+    for (int64_t bt = 0; bt < c.B * c.T; ++bt) {
+      auto row = qkv.begin() + bt * W * c.D;
+      x.insert(x.end(), row, row + c.H * c.D);
+      v.insert(v.end(), row + c.H * c.D, row + W * c.D);
+    }
+    const std::string tag = fmt::format("{} fused qk heads {}", op_name(op), describe(c));
+    expect_close(tag, qk,
+                 ref::rope(to_double(x), c.B, c.T, c.H, c.D, c.theta, c.offset,
+                           op == Op::rope_fwd ? 1 : -1));
+    expect_close(tag + " v heads", base.slice(2, c.H, W), to_double(v));
+  }
+}
+
 // Decoding positions [7, 20) with position_offset 7 equals rotating the whole sequence and slicing.
 TEST_P(OpConformance, rope_fwd_offset_equals_longer_slice) {
   H2_REQUIRE_OP(Op::rope_fwd);
