@@ -62,15 +62,4 @@ std::string KernelTable::refusal(Op op, const void* args) const {
   return {};
 }
 
-bool KernelTable::takes_dense_rows(Op op) const {
-  switch (op) {
-#define H2_OP(name, Args, layout, summary) \
-  case Op::name:                           \
-    return name##_dense_rows;
-#include "core/ops.def"
-#undef H2_OP
-  }
-  return false;
-}
-
 }  // namespace h2

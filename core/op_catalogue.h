@@ -40,15 +40,11 @@ using KernelFn = void (*)(const Args& args, Stream& stream);
 template <class Args>
 using RefusalFn = std::string (*)(const Args& args);
 
-// name##_dense_rows: the kernel of a kContiguous op also takes views whose rows are dense (the
-// last dimension has stride 1, the others any strides that keep rows apart), such as the head
-// slices of a fused qkv tensor: the dispatcher then copies only the views that are not.
 struct KernelTable {
-#define H2_OP(name, Args, layout, summary)  \
-  KernelFn<Args> name = nullptr;            \
-  DTypeSet name##_dtypes;                   \
-  RefusalFn<Args> name##_refusal = nullptr; \
-  bool name##_dense_rows = false;
+#define H2_OP(name, Args, layout, summary) \
+  KernelFn<Args> name = nullptr;           \
+  DTypeSet name##_dtypes;                  \
+  RefusalFn<Args> name##_refusal = nullptr;
 #include "core/ops.def"
 #undef H2_OP
 
@@ -57,8 +53,6 @@ struct KernelTable {
   // Why `op`'s kernel refuses `args` (a pointer to op's own Args struct); empty when it takes
   // them or has no refusal rule.
   std::string refusal(Op op, const void* args) const;
-  // Whether `op`'s kernel takes views with dense rows (see above).
-  bool takes_dense_rows(Op op) const;
 };
 
 }  // namespace h2

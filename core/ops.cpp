@@ -38,16 +38,14 @@ Device& common_device(Op op, Args& args) {
   return *device;
 }
 
-// Replaces every non-contiguous tensor by a contiguous copy made on `stream`, except views with
-// dense rows where the kernel takes them. Returns the (view, temporary) pairs of outputs that
-// must be copied back after the kernel ran.
+// Replaces every non-contiguous tensor by a contiguous copy made on `stream`. Returns the
+// (view, temporary) pairs of outputs that must be copied back after the kernel ran.
 template <class Args>
-std::vector<std::pair<Tensor, Tensor>> make_contiguous(Args& args, Stream& stream,
-                                                       bool dense_rows_taken) {
+std::vector<std::pair<Tensor, Tensor>> make_contiguous(Args& args, Stream& stream) {
   std::vector<std::pair<Tensor, Tensor>> write_back;
   for (const TensorSlot& slot : args.slots()) {
     Tensor& t = *slot.tensor;
-    if (!t.defined() || t.is_contiguous() || (dense_rows_taken && t.has_dense_rows())) continue;
+    if (!t.defined() || t.is_contiguous()) continue;
     // inout slots need the current values; pure outputs only need the space.
     Tensor dense = slot.role == TensorRole::out ? Tensor::empty(t.shape(), t.dtype(), t.device())
                                                 : t.contiguous(&stream);
@@ -159,8 +157,7 @@ void run_kernel(Op op, KernelFn<Args> KernelTable::*slot, const Args& requested,
   check_storage_dtypes(op, args, device);
 
   std::vector<std::pair<Tensor, Tensor>> write_back;
-  if (op_layout(op) == OpLayout::kContiguous)
-    write_back = make_contiguous(args, s, device.kernels().takes_dense_rows(op));
+  if (op_layout(op) == OpLayout::kContiguous) write_back = make_contiguous(args, s);
 
   // copy is how a check reads the device's tensors: checking it would check itself, forever.
   bool check = !on_cpu && op != Op::copy && runtime.policy().checks(op);

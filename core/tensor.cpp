@@ -59,44 +59,6 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-bool Tensor::has_dense_rows() const {
-  if (numel() == 0 || rank() == 0) return true;
-  if (shape_[rank() - 1] > 1 && strides_[rank() - 1] != 1) return false;
-  // Rows keep apart when the other dimensions, from the smallest stride up, each step past the
-  // whole extent of the ones inside them.
-  std::vector<std::pair<int64_t, int64_t>> outer;  // (stride, size) of dims with size > 1
-  for (int d = 0; d + 1 < rank(); ++d)
-    if (shape_[d] > 1) outer.emplace_back(strides_[d], shape_[d]);
-  std::sort(outer.begin(), outer.end());
-  int64_t extent = shape_[rank() - 1];
-  for (const auto& [stride, size] : outer) {
-    if (stride < extent) return false;
-    extent = stride * size;
-  }
-  return true;
-}
-
-Tensor Tensor::joined(std::span<const Tensor> parts) {
-  if (parts.empty()) return {};
-  const Tensor& first = parts.front();
-  int64_t rows = 0, next = first.offset_;
-  for (const Tensor& p : parts) {
-    if (!p.defined() || p.storage_ != first.storage_ || p.dtype_ != first.dtype_ || p.rank() == 0 ||
-        p.rank() != first.rank() || !p.is_contiguous() || p.offset_ != next)
-      return {};
-    for (int d = 1; d < p.rank(); ++d)
-      if (p.shape_[d] != first.shape_[d]) return {};
-    rows += p.shape_[0];
-    next += p.numel();
-  }
-  Shape shape = first.shape_;
-  shape[0] = rows;
-  Tensor t = first;
-  t.shape_ = shape;
-  t.strides_ = shape.contiguous_strides();
-  return t;
-}
-
 bool Tensor::may_alias(const Tensor& other) const {
   if (!defined() || !other.defined() || storage_ != other.storage_) return false;
   auto extent = [](const Tensor& t) {

@@ -43,10 +43,6 @@ class Tensor {
 
   // Uninitialised contiguous tensor.
   static Tensor empty(const Shape& shape, DType dtype, Device& device);
-  // The parts as one contiguous view, concatenated along dim 0, where they are contiguous views
-  // of one storage with one dtype and the same extents but dim 0's, lying end to end in that
-  // order (the weights of a fused projection); an undefined tensor otherwise.
-  static Tensor joined(std::span<const Tensor> parts);
   // A tensor of zeros (through the fill op, so it works on every device).
   static Tensor zeros(const Shape& shape, DType dtype, Device& device);
   // Wraps memory the caller owns and keeps alive; `data` must be in `device`'s memory.
@@ -65,9 +61,6 @@ class Tensor {
   // Bytes the elements occupy when contiguous.
   int64_t nbytes() const { return dtype_storage_bytes(dtype_, numel()); }
   bool is_contiguous() const;
-  // Whether the last dimension is dense (stride 1) and its rows, over every other dimension, lie
-  // apart from one another (a column slice of a matrix, a head slice of a fused qkv tensor).
-  bool has_dense_rows() const;
   // Whether two tensors may share bytes (same storage, overlapping extents).
   bool may_alias(const Tensor& other) const;
 

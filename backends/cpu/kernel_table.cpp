@@ -22,11 +22,6 @@ KernelTable make_table() {
   table.quantize_dtypes = codes;
   table.dequantize_dtypes = codes;
   table.qmatmul_dtypes = codes;
-  // Kernels that read and write the head or column slices of a fused projection's output in
-  // place, where the dispatcher would otherwise copy them.
-  table.rope_fwd_dense_rows = table.rope_bwd_dense_rows = true;
-  table.attention_fwd_dense_rows = table.attention_bwd_dense_rows = true;
-  table.swiglu_fwd_dense_rows = table.swiglu_bwd_dense_rows = true;
   return table;
 }
 

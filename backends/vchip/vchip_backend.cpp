@@ -26,8 +26,7 @@ KernelTable make_paced_table(DTypeSet chip_dtypes) {
   KernelTable table;
 #define H2_OP(name, Args, layout, summary)                       \
   table.name = &paced_kernel<Args, &cpu::name, &op_cost_##name>; \
-  table.name##_dtypes = cpu_table.name##_dtypes & chip_dtypes;   \
-  table.name##_dense_rows = cpu_table.name##_dense_rows;
+  table.name##_dtypes = cpu_table.name##_dtypes & chip_dtypes;
 #include "core/ops.def"
 #undef H2_OP
   return table;

@@ -15,85 +15,66 @@ Attention::Attention(const std::string& prefix, const LlamaConfig& cfg, uint64_t
       theta_(cfg.rope_theta),
       rope_scaling_(cfg.rope_scaling),
       norm_(prefix + "input_layernorm.weight", cfg.dim, cfg.norm_eps, dtype, device),
-      qkv_({make_param(prefix + "self_attn.q_proj.weight", {H_ * D_, cfg.dim}, Init::normal, 0.02f,
-                       seed, dtype, device),
-            make_param(prefix + "self_attn.k_proj.weight", {Hkv_ * D_, cfg.dim}, Init::normal,
-                       0.02f, seed, dtype, device),
-            make_param(prefix + "self_attn.v_proj.weight", {Hkv_ * D_, cfg.dim}, Init::normal,
-                       0.02f, seed, dtype, device)}),
+      wq_(make_param(prefix + "self_attn.q_proj.weight", {H_ * D_, cfg.dim}, Init::normal, 0.02f,
+                     seed, dtype, device)),
+      wk_(make_param(prefix + "self_attn.k_proj.weight", {Hkv_ * D_, cfg.dim}, Init::normal, 0.02f,
+                     seed, dtype, device)),
+      wv_(make_param(prefix + "self_attn.v_proj.weight", {Hkv_ * D_, cfg.dim}, Init::normal, 0.02f,
+                     seed, dtype, device)),
       wo_(make_param(prefix + "self_attn.o_proj.weight", {cfg.dim, H_ * D_}, Init::normal, 0.02f,
                      seed, dtype, device)) {}
-
-std::vector<Tensor> Attention::Heads::rotated(int64_t H, int64_t Hkv) const {
-  if (all.defined()) return {all.slice(2, 0, H + Hkv)};
-  return {q, k};
-}
-
-Attention::Heads Attention::make_heads(int64_t B, int64_t T, DType dtype, Device& device) const {
-  Heads heads;
-  if (qkv_.fused()) {
-    heads.all = Tensor::empty({B, T, H_ + 2 * Hkv_, D_}, dtype, device);
-    heads.q = heads.all.slice(2, 0, H_);
-    heads.k = heads.all.slice(2, H_, H_ + Hkv_);
-    heads.v = heads.all.slice(2, H_ + Hkv_, H_ + 2 * Hkv_);
-  } else {
-    heads.q = Tensor::empty({B, T, H_, D_}, dtype, device);
-    heads.k = Tensor::empty({B, T, Hkv_, D_}, dtype, device);
-    heads.v = Tensor::empty({B, T, Hkv_, D_}, dtype, device);
-  }
-  return heads;
-}
 
 Tensor Attention::forward(const Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), N = B * T;
   Device& dev = x.device();
   const DType dt = x.dtype();
   Tensor h = norm_.forward(x).view({N, C});
-  const Heads p = make_heads(B, T, dt, dev);
-  if (p.all.defined()) {
-    qkv_.forward(p.all.view({N, -1}), h);
-  } else {
-    qkv_.forward({p.q.view({N, H_ * D_}), p.k.view({N, Hkv_ * D_}), p.v.view({N, Hkv_ * D_})}, h);
-  }
-  for (const Tensor& t : p.rotated(H_, Hkv_))
-    ops::rope_fwd({.out = t, .x = t, .theta = theta_, .scaling = rope_scaling_});
+  Tensor q = Tensor::empty({B, T, H_, D_}, dt, dev);
+  Tensor k = Tensor::empty({B, T, Hkv_, D_}, dt, dev);
+  Tensor v = Tensor::empty({B, T, Hkv_, D_}, dt, dev);
+  SharedInput shared_h;  // q, k and v quantize h once between them
+  wq_.forward(q.view({N, H_ * D_}), h, &shared_h);
+  wk_.forward(k.view({N, Hkv_ * D_}), h, &shared_h);
+  wv_.forward(v.view({N, Hkv_ * D_}), h, &shared_h);
+  ops::rope_fwd({.out = q, .x = q, .theta = theta_, .scaling = rope_scaling_});
+  ops::rope_fwd({.out = k, .x = k, .theta = theta_, .scaling = rope_scaling_});
   Tensor att = Tensor::empty({B, T, H_, D_}, dt, dev);
   Tensor lse = Tensor::empty({B, H_, T}, DType::f32, dev);
-  ops::attention_fwd({.out = att, .lse = lse, .q = p.q, .k = p.k, .v = p.v});
+  ops::attention_fwd({.out = att, .lse = lse, .q = q, .k = k, .v = v});
   Tensor y = Tensor::empty(x.shape(), dt, dev);
   wo_.forward(y.view({N, C}), att.view({N, H_ * D_}));
   ops::add({.out = y, .a = y, .b = x});  // residual
-  h_ = h, q_ = p.q, k_ = p.k, v_ = p.v, att_ = att, lse_ = lse;
+  h_ = h, q_ = q, k_ = k, v_ = v, att_ = att, lse_ = lse;
   return y;
 }
 
 Tensor Attention::backward(const Tensor& dy) {
-  if (!h_.defined()) throw Error("Attention " + qkv_[0].module() + ": backward without forward");
+  if (!h_.defined()) throw Error("Attention " + wq_.param().name + ": backward without forward");
   const int64_t B = dy.size(0), T = dy.size(1), C = dy.size(2), N = B * T;
   Device& dev = dy.device();
   const DType dt = dy.dtype();
   Tensor dy2 = dy.view({N, C});
   Tensor datt = Tensor::empty({B, T, H_, D_}, dt, dev);
   wo_.backward(datt.view({N, H_ * D_}), dy2, att_.view({N, H_ * D_}));
-  const Heads g = make_heads(B, T, dt, dev);
-  ops::attention_bwd({.dq = g.q,
-                      .dk = g.k,
-                      .dv = g.v,
+  Tensor dq = Tensor::empty(q_.shape(), dt, dev);
+  Tensor dk = Tensor::empty(k_.shape(), dt, dev);
+  Tensor dv = Tensor::empty(v_.shape(), dt, dev);
+  ops::attention_bwd({.dq = dq,
+                      .dk = dk,
+                      .dv = dv,
                       .dout = datt,
                       .q = q_,
                       .k = k_,
                       .v = v_,
                       .out = att_,
                       .lse = lse_});
-  for (const Tensor& t : g.rotated(H_, Hkv_))
-    ops::rope_bwd({.out = t, .x = t, .theta = theta_, .scaling = rope_scaling_});
+  ops::rope_bwd({.out = dq, .x = dq, .theta = theta_, .scaling = rope_scaling_});
+  ops::rope_bwd({.out = dk, .x = dk, .theta = theta_, .scaling = rope_scaling_});
   Tensor dh = Tensor::empty({N, C}, dt, dev);
-  if (g.all.defined()) {
-    qkv_.backward(dh, g.all.view({N, -1}), h_);
-  } else {
-    qkv_.backward(dh, {g.q.view({N, H_ * D_}), g.k.view({N, Hkv_ * D_}), g.v.view({N, Hkv_ * D_})},
-                  h_);
-  }
+  SharedInput shared_h;  // and h^T for their weight gradients
+  wq_.backward(dh, dq.view({N, H_ * D_}), h_, false, &shared_h);
+  wk_.backward(dh, dk.view({N, Hkv_ * D_}), h_, /*accumulate_dx=*/true, &shared_h);
+  wv_.backward(dh, dv.view({N, Hkv_ * D_}), h_, /*accumulate_dx=*/true, &shared_h);
   h_ = q_ = k_ = v_ = att_ = lse_ = Tensor();
   Tensor dx = norm_.backward(dh.view({B, T, C}));
   ops::add({.out = dx, .a = dx, .b = dy});  // residual
@@ -101,7 +82,8 @@ Tensor Attention::backward(const Tensor& dy) {
 }
 
 void Attention::weight_backward() {
-  qkv_.weight_backward();
+  SharedInput shared_h;  // q, k and v read the same h
+  for (Linear* l : {&wq_, &wk_, &wv_}) l->weight_backward(&shared_h);
   wo_.weight_backward();
 }
 
@@ -116,12 +98,11 @@ void Attention::transfer_stash(StashTransfer& t) {
 }
 
 void Attention::collect(std::vector<Param*>& out) {
-  out.insert(out.end(),
-             {&norm_.weight(), &qkv_[0].param(), &qkv_[1].param(), &qkv_[2].param(), &wo_.param()});
+  out.insert(out.end(), {&norm_.weight(), &wq_.param(), &wk_.param(), &wv_.param(), &wo_.param()});
 }
 
 void Attention::collect_linears(std::vector<Linear*>& out) {
-  out.insert(out.end(), {&qkv_[0], &qkv_[1], &qkv_[2], &wo_});
+  out.insert(out.end(), {&wq_, &wk_, &wv_, &wo_});
 }
 
 }  // namespace h2::models

@@ -1,9 +1,7 @@
 // Attention sub-layer of a Llama block, with its pre-norm and residual:
 //   h = RMSNorm(x); q = h Wq^T, k = h Wk^T, v = h Wv^T; q, k = RoPE(q, k);
 //   a = CausalGQA(q, k, v); y = x + a Wo^T
-// Shapes: x, y (B, T, C); q (B, T, H, D); k, v (B, T, Hkv, D); a (B, T, H, D). Where the q, k and v
-// projections fuse (LinearGroup), q, k and v are head slices of one (B, T, H + 2 Hkv, D) tensor,
-// and so are their gradients; RoPE then rotates the q and k heads in one pass.
+// Shapes: x, y (B, T, C); q (B, T, H, D); k, v (B, T, Hkv, D); a (B, T, H, D).
 // forward() stashes what backward() needs (x, rstd, h, rotated q/k, v, a, lse); backward()
 // adds every weight gradient into its Param's grad, returns dx and frees the stash.
 #pragma once
@@ -12,7 +10,6 @@
 #include <vector>
 
 #include "models/layers/linear.h"
-#include "models/layers/linear_group.h"
 #include "models/layers/param.h"
 #include "models/layers/rms_norm.h"
 #include "models/llama_config.h"
@@ -40,16 +37,7 @@ class Attention {
   float theta_;
   RopeScaling rope_scaling_;
   RmsNorm norm_;
-  // q, k and v (or their gradients) for a (B, T) batch: in the projections' layout now.
-  struct Heads {
-    Tensor all;  // (B, T, H + 2 Hkv, D) when the projections fuse, else undefined
-    Tensor q, k, v;
-    std::vector<Tensor> rotated(int64_t H, int64_t Hkv) const;  // what RoPE turns
-  };
-  Heads make_heads(int64_t B, int64_t T, DType dtype, Device& device) const;
-
-  LinearGroup qkv_;  // q_proj, k_proj, v_proj
-  Linear wo_;
+  Linear wq_, wk_, wv_, wo_;
   Tensor h_, q_, k_, v_, att_, lse_;  // stash
 };
 

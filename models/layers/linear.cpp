@@ -196,16 +196,6 @@ void Linear::backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool 
       {.dy = dyq ? Tensor() : dy, .dy_codes = std::move(dyq), .x = x, .backward_index = index});
 }
 
-void Linear::backward_weight_only(const Tensor& dy, const Tensor& x) {
-  H2_CHECK(!recipe_,
-           "Linear {}: backward_weight_only under recipe {}: its dy is quantized in "
-           "backward",
-           module_, recipe_name());
-  const uint64_t index = backward_count_++;
-  if (!defer_weight_grad_) return weight_grad(dy, x, index);
-  pending_.push_back({.dy = dy, .dy_codes = std::nullopt, .x = x, .backward_index = index});
-}
-
 void Linear::weight_backward(SharedInput* shared) {
   if (pending_.empty())
     throw Error("Linear " + module_ + ": weight_backward without a deferred backward");

@@ -86,17 +86,12 @@ class Linear {
   void backward(const Tensor& dx, const Tensor& dy, const Tensor& x, bool accumulate_dx = false,
                 SharedInput* shared = nullptr);
 
-  // The weight half of backward() in the compute dtype, for a layer whose dgrad ran as part of
-  // a fused GEMM (LinearGroup): W.grad += dy^T x, or (dy, x) queued while deferred.
-  void backward_weight_only(const Tensor& dy, const Tensor& x);
-
   // Split backward (ZB-H1's I and W actions): while on, backward() computes dx only and queues
   // its (dy, x), dy's codes instead of dy where wgrad transposes them; weight_backward() adds
   // the oldest queued pair's dy^T x into W.grad, so the micro-batches' gradients still
   // accumulate in order. The recipe cannot change while the queue holds any.
   // `shared` as in backward: the layers that read one x share x^T's quantization here too.
   void set_defer_weight_grad(bool on) { defer_weight_grad_ = on; }
-  bool defers_weight_grad() const { return defer_weight_grad_; }
   void weight_backward(SharedInput* shared = nullptr);
   size_t pending_weight_grads() const { return pending_.size(); }
 

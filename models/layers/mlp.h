@@ -1,7 +1,6 @@
 // SwiGLU MLP sub-layer of a Llama block, with its pre-norm and residual:
 //   h = RMSNorm(x); g = h Wg^T, u = h Wu^T; a = silu(g) * u; y = x + a Wd^T
-// Shapes: x, y (B, T, C); g, u, a (B*T, F). Where the gate and up projections fuse (LinearGroup),
-// g and u are the column halves of one (B*T, 2F) tensor, and so are their gradients.
+// Shapes: x, y (B, T, C); g, u, a (B*T, F).
 // forward() stashes h, g, u, a (and the norm's x, rstd); backward() adds every weight gradient
 // into its Param's grad, returns dx and frees the stash.
 #pragma once
@@ -10,7 +9,6 @@
 #include <vector>
 
 #include "models/layers/linear.h"
-#include "models/layers/linear_group.h"
 #include "models/layers/param.h"
 #include "models/layers/rms_norm.h"
 #include "models/llama_config.h"
@@ -36,15 +34,7 @@ class Mlp {
  private:
   int64_t F_;
   RmsNorm norm_;
-  // g and u (or their gradients) for N tokens, in the projections' layout now: the halves of
-  // one (N, 2F) tensor `both` when they fuse.
-  struct GateUp {
-    Tensor both, g, u;
-  };
-  GateUp make_gate_up(int64_t N, DType dtype, Device& device) const;
-
-  LinearGroup gate_up_;  // gate_proj, up_proj
-  Linear wd_;
+  Linear wg_, wu_, wd_;
   Tensor h_, g_, u_, a_;  // stash
 };
 

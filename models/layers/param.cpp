@@ -53,30 +53,6 @@ Param make_param(std::string name, const Shape& shape, Init init, float std, uin
   return p;
 }
 
-void join_params(std::span<Param* const> params) {
-  if (params.empty()) return;
-  std::vector<Tensor> values, grads;
-  for (const Param* p : params) values.push_back(p->value), grads.push_back(p->grad);
-  auto join = [](std::span<Tensor> parts) {
-    const Tensor& first = parts.front();
-    Shape shape = first.shape();
-    shape[0] = 0;
-    for (const Tensor& t : parts) shape[0] += t.size(0);
-    Tensor all = Tensor::empty(shape, first.dtype(), first.device());
-    int64_t row = 0;
-    for (Tensor& t : parts) {
-      Tensor place = all.slice(0, row, row + t.size(0));
-      place.copy_from(t);
-      row += t.size(0);
-      t = place;
-    }
-  };
-  join(values);
-  join(grads);
-  for (size_t i = 0; i < params.size(); ++i)
-    params[i]->value = values[i], params[i]->grad = grads[i];
-}
-
 void linear_fwd(const Tensor& out, const Tensor& x, const Param& w) {
   ops::matmul({.out = out, .a = x, .b = w.value, .trans_b = true});
 }

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -30,11 +29,6 @@ uint64_t name_key(uint64_t seed, std::string_view name);
 // normal: N(0, std^2) from a counter-based generator keyed by (seed, name); ones: all 1.
 Param make_param(std::string name, const Shape& shape, Init init, float std, uint64_t seed,
                  DType dtype, Device& device);
-
-// Moves the parameters' values into one allocation and their gradients into another, end to end
-// in the given order, so that Tensor::joined sees them as one (the weights of a fused
-// projection). They need one dtype and the same extents but dim 0's.
-void join_params(std::span<Param* const> params);
 
 // out (N, O) = x (N, I) @ w^T, w: (O, I).
 void linear_fwd(const Tensor& out, const Tensor& x, const Param& w);

@@ -81,47 +81,6 @@ TEST_F(TensorTest, AliasDetection) {
   EXPECT_FALSE(t.may_alias(iota({4, 4})));
 }
 
-TEST_F(TensorTest, DenseRowsAreColumnAndHeadSlicesButNotTransposes) {
-  Tensor qkv = Tensor::empty({2, 5, 6, 8}, DType::f32, cpu);  // (B, T, H + 2 Hkv, D)
-  EXPECT_TRUE(qkv.has_dense_rows());
-  EXPECT_TRUE(qkv.slice(2, 0, 4).has_dense_rows());  // q heads
-  EXPECT_TRUE(qkv.slice(2, 5, 6).has_dense_rows());  // one v head
-  EXPECT_TRUE(qkv.slice(3, 0, 4).has_dense_rows());  // half of every head's row
-  EXPECT_FALSE(qkv.transpose(2, 3).has_dense_rows());
-  Tensor m = Tensor::empty({4, 6}, DType::f32, cpu);
-  EXPECT_TRUE(m.slice(1, 3, 6).has_dense_rows());
-  EXPECT_FALSE(m.transpose(0, 1).has_dense_rows());
-  EXPECT_FALSE(m.slice(1, 0, 1).transpose(0, 1).has_dense_rows());  // a column as a row
-  EXPECT_TRUE(m.slice(0, 1, 2).slice(1, 1, 5).has_dense_rows());    // part of one row
-  Tensor heads_last = qkv.permute({0, 2, 1, 3});  // (B, heads, T, D): rows still apart
-  EXPECT_TRUE(heads_last.has_dense_rows());
-  EXPECT_FALSE(heads_last.is_contiguous());
-}
-
-TEST_F(TensorTest, JoinedSpansPartsLyingEndToEnd) {
-  Tensor w = iota({10, 3});
-  const std::vector<Tensor> parts{w.slice(0, 0, 4), w.slice(0, 4, 6), w.slice(0, 6, 10)};
-  Tensor all = Tensor::joined(parts);
-  ASSERT_TRUE(all.defined());
-  EXPECT_EQ(all.shape(), (Shape{10, 3}));
-  EXPECT_EQ(all.data(), w.data());
-  EXPECT_EQ(tensor_to_floats(all), tensor_to_floats(w));
-  Tensor tail = Tensor::joined(std::vector<Tensor>{parts[1], parts[2]});
-  ASSERT_TRUE(tail.defined());
-  EXPECT_EQ(tail.shape(), (Shape{6, 3}));
-  EXPECT_EQ(tail.data(), parts[1].data());
-  // Out of order, with a gap, from other storage, of another width or dtype: not joined.
-  EXPECT_FALSE(Tensor::joined(std::vector<Tensor>{parts[1], parts[0]}).defined());
-  EXPECT_FALSE(Tensor::joined(std::vector<Tensor>{parts[0], parts[2]}).defined());
-  EXPECT_FALSE(Tensor::joined(std::vector<Tensor>{parts[0], iota({2, 3})}).defined());
-  Tensor wide = iota({4, 6});
-  EXPECT_FALSE(
-      Tensor::joined(std::vector<Tensor>{wide.slice(0, 0, 1), wide.slice(0, 1, 2).view({2, 3})})
-          .defined());
-  EXPECT_FALSE(Tensor::joined(std::vector<Tensor>{w.slice(1, 0, 2)}).defined());  // not contiguous
-  EXPECT_FALSE(Tensor::joined(std::vector<Tensor>{}).defined());
-}
-
 TEST_F(TensorTest, IntegerRoundTrip) {
   std::vector<int64_t> ids = {0, 7, -3, 1 << 20};
   for (DType dtype : {DType::i32, DType::i64})

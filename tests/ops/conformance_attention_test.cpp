@@ -1,10 +1,10 @@
 // Conformance of causal grouped-query attention, forward and backward: T = 1, T = 130 (not a
 // multiple of any block size), T = 600 (keys in more than one of the CPU's 512-key chunks, so its
 // online softmax rescales earlier chunks' partial sums), Hkv = 1 and Hkv = H, odd head dim,
-// explicit scale, T = 0, q/k/v as slices of a fused qkv tensor, and the model shape (B=2, T=64,
-// H=4, Hkv=2, D=64). The backward gets out and lse from the double reference (rounded to their
-// storage dtypes) so that it is judged on its own; D_i = dout . out uses that same stored out in
-// the reference.
+// explicit scale, T = 0, q/k/v and every output as slices (of a fused qkv tensor), and the model
+// shape (B=2, T=64, H=4, Hkv=2, D=64). The backward gets out and lse from the double reference
+// (rounded to their storage dtypes) so that it is judged on its own; D_i = dout . out uses that
+// same stored out in the reference.
 #include <fmt/format.h>
 
 #include "core/ops.h"
@@ -78,7 +78,7 @@ void check_bwd(OpConformance& t, const ref::AttnDims& d, bool fused = false) {
   for (size_t i = 0; i < out_saved.size(); ++i) out_saved[i] = round_to(t.dt(), float(fwd.out[i]));
   Tensor dq = t.nans({d.B, d.T, d.H, d.D}, t.dt());
   Tensor dk = t.nans({d.B, d.T, d.Hkv, d.D}, t.dt()), dv = t.nans({d.B, d.T, d.Hkv, d.D}, t.dt());
-  if (fused) {  // the gradients too as head slices of one tensor, as a fused backward takes them
+  if (fused) {  // the gradients too: head slices of one tensor, written back through views
     Tensor dqkv = t.nans({d.B, d.T, d.H + 2 * d.Hkv, d.D}, t.dt());
     dq = dqkv.slice(2, 0, d.H);
     dk = dqkv.slice(2, d.H, d.H + d.Hkv);

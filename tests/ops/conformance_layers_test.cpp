@@ -186,7 +186,7 @@ void check_swiglu(OpConformance& t, Op op, const Shape& shape, bool fused = fals
     t.expect_close("out" + tag, out, ref::swiglu_fwd(to_double(gate), to_double(up)));
   } else {
     Tensor dgate = t.nans(shape, t.dt()), dup = t.nans(shape, t.dt());
-    if (fused) {  // the halves of one (N, 2F) gradient, as a fused backward takes them
+    if (fused) {  // the halves of one (N, 2F) gradient, written back through views
       Tensor both = t.nans({N, 2 * F}, t.dt());
       dgate = both.slice(1, 0, F);
       dup = both.slice(1, F, 2 * F);

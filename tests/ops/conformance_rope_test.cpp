@@ -105,8 +105,8 @@ TEST_P(OpConformance, rope_fwd_out_aliases_x) {
   }
 }
 
-// As a fused qkv forward rotates q and k: in place, on the first H + Hkv heads of a (B, T, H + 2
-// Hkv, D) tensor, leaving the v heads as they were.
+// In place on the q and k heads of a fused qkv tensor: the first H + Hkv heads of a (B, T, H + 2
+// Hkv, D) tensor turn, and the v heads stay as they were.
 TEST_P(OpConformance, rope_in_place_on_qk_heads_of_fused_qkv) {
   H2_REQUIRE_OP(Op::rope_fwd);
   H2_REQUIRE_OP(Op::rope_bwd);

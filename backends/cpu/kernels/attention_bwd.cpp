@@ -67,15 +67,15 @@ struct BwdWorkspace {
 
 template <class T>
 struct BwdTensors {
-  attention::HeadRows<T> dq;          // (B, T, H, D)
-  attention::HeadRows<T> dk;          // (B, T, Hkv, D)
-  attention::HeadRows<T> dv;          // (B, T, Hkv, D)
-  attention::HeadRows<const T> dout;  // (B, T, H, D)
-  attention::HeadRows<const T> q;     // (B, T, H, D)
-  attention::HeadRows<const T> k;     // (B, T, Hkv, D)
-  attention::HeadRows<const T> v;     // (B, T, Hkv, D)
-  attention::HeadRows<const T> out;   // (B, T, H, D)
-  attention::LseRows lse;             // (B, H, T)
+  T* dq;             // (B, T, H, D)
+  T* dk;             // (B, T, Hkv, D)
+  T* dv;             // (B, T, Hkv, D)
+  const T* dout;     // (B, T, H, D)
+  const T* q;        // (B, T, H, D)
+  const T* k;        // (B, T, Hkv, D)
+  const T* v;        // (B, T, Hkv, D)
+  const T* out;      // (B, T, H, D)
+  const float* lse;  // (B, H, T)
 };
 
 // P = exp(s - lse) in place over a key chunk's (rows, cols) scores; 0 for future keys.
@@ -96,15 +96,16 @@ template <class T>
 void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, int64_t b, int64_t h,
                           int64_t qb, const float* k, BwdWorkspace& ws) {
   const int64_t D = d.D;
+  const int64_t q_stride = d.H * D;
   const int64_t q0 = qb * kQueryBlock;
   const int64_t rows = std::min(kQueryBlock, d.T - q0);
-  const float* q = attention::rows_to_f32(t.q.at(b, q0, h), t.q.token, rows, D, ws.q_rows);
-  const float* dout =
-      attention::rows_to_f32(t.dout.at(b, q0, h), t.dout.token, rows, D, ws.do_rows);
-  const float* lse = t.lse.at(b, h) + q0;
+  const int64_t q_offset = ((b * d.T + q0) * d.H + h) * D;
+  const float* q = attention::rows_to_f32(t.q + q_offset, q_stride, rows, D, ws.q_rows);
+  const float* dout = attention::rows_to_f32(t.dout + q_offset, q_stride, rows, D, ws.do_rows);
+  const float* lse = t.lse + (b * d.H + h) * d.T + q0;
   for (int64_t i = 0; i < rows; ++i) {
     const float* g = dout + i * D;
-    const T* o = t.out.at(b, q0 + i, h);
+    const T* o = t.out + q_offset + i * q_stride;
     float dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int64_t c = 0; c < D; ++c) dot += g[c] * load(o + c);
@@ -166,7 +167,7 @@ void backward_query_block(const BwdTensors<T>& t, const Dims& d, float scale, in
                              .diagonal = diagonal},
                             {ws.dscores, 1, ws.ld}, {q, D}, dk, D);
   }
-  attention::store_rows(t.dq.at(b, q0, h), t.dq.token, ws.dq, rows, D);
+  attention::store_rows(t.dq + q_offset, q_stride, ws.dq, rows, D);
 }
 
 // One task: kv head kvh of batch entry b, with every query head of its group.
@@ -174,25 +175,25 @@ template <class T>
 void backward_kv_head(const BwdTensors<T>& t, const Dims& d, float scale, int64_t b, int64_t kvh,
                       BwdWorkspace& ws) {
   const int64_t D = d.D;
-  const float* k = attention::rows_to_f32(t.k.at(b, 0, kvh), t.k.token, d.T, D, ws.k_rows);
-  transpose_to_f32(t.k.at(b, 0, kvh), t.k.token, d.T, D, ws.k_t, ws.t_ld);
-  transpose_to_f32(t.v.at(b, 0, kvh), t.v.token, d.T, D, ws.v_t, ws.t_ld);
+  const int64_t kv_stride = d.Hkv * D;
+  const int64_t kv_offset = (b * d.T * d.Hkv + kvh) * D;
+  const float* k = attention::rows_to_f32(t.k + kv_offset, kv_stride, d.T, D, ws.k_rows);
+  transpose_to_f32(t.k + kv_offset, kv_stride, d.T, D, ws.k_t, ws.t_ld);
+  transpose_to_f32(t.v + kv_offset, kv_stride, d.T, D, ws.v_t, ws.t_ld);
   std::memset(ws.dk, 0, sizeof(float) * size_t(d.T * D));
   std::memset(ws.dv, 0, sizeof(float) * size_t(d.T * D));
   for (int64_t h = kvh * d.group(); h < (kvh + 1) * d.group(); ++h)
     for (int64_t qb = 0; qb < d.query_blocks(); ++qb)
       backward_query_block(t, d, scale, b, h, qb, k, ws);
-  attention::store_rows(t.dk.at(b, 0, kvh), t.dk.token, ws.dk, d.T, D);
-  attention::store_rows(t.dv.at(b, 0, kvh), t.dv.token, ws.dv, d.T, D);
+  attention::store_rows(t.dk + kv_offset, kv_stride, ws.dk, d.T, D);
+  attention::store_rows(t.dv + kv_offset, kv_stride, ws.dv, d.T, D);
 }
 
 template <class T>
 void attention_bwd_typed(const AttentionBwdArgs& args, const Dims& d, Stream& stream) {
-  using attention::HeadRows;
-  const BwdTensors<T> t{
-      HeadRows<T>(args.dq),         HeadRows<T>(args.dk),        HeadRows<T>(args.dv),
-      HeadRows<const T>(args.dout), HeadRows<const T>(args.q),   HeadRows<const T>(args.k),
-      HeadRows<const T>(args.v),    HeadRows<const T>(args.out), attention::LseRows(args.lse)};
+  const BwdTensors<T> t{args.dq.data_as<T>(),   args.dk.data_as<T>(),  args.dv.data_as<T>(),
+                        args.dout.data_as<T>(), args.q.data_as<T>(),   args.k.data_as<T>(),
+                        args.v.data_as<T>(),    args.out.data_as<T>(), args.lse.data_as<float>()};
   const float scale = d.softmax_scale(args.scale);
   const int64_t tasks = d.B * d.Hkv;
   const int threads = kernel_threads();
@@ -221,8 +222,7 @@ void check_like(const Tensor& grad, const char* grad_name, const Tensor& x, cons
 
 }  // namespace
 
-// dout, q, out: (B, T, H, D), k, v: (B, T, Hkv, D), lse: (B, H, T) f32 -> dq, dk, dv like q, k, v;
-// each with dense rows, any other strides. dq, dk and dv may lie in one tensor (fused qkv).
+// dout, q, out: (B, T, H, D), k, v: (B, T, Hkv, D), lse: (B, H, T) f32 -> dq, dk, dv like q, k, v.
 void attention_bwd(const AttentionBwdArgs& args, Stream& stream) {
   const Dims d = attention::check_qkv("attention_bwd", args.q, args.k, args.v);
   check_like(args.dq, "dq", args.q, "q");
@@ -233,8 +233,6 @@ void attention_bwd(const AttentionBwdArgs& args, Stream& stream) {
   attention::check_lse("attention_bwd", args.lse, d);
   const std::initializer_list<const Tensor*> inputs = {&args.dout, &args.q,   &args.k,
                                                        &args.v,    &args.out, &args.lse};
-  attention::check_dense_rows("attention_bwd", {&args.dq, &args.dk, &args.dv});
-  attention::check_dense_rows("attention_bwd", inputs);
   attention::check_no_overlap("attention_bwd", args.dq, "dq", inputs);
   attention::check_no_overlap("attention_bwd", args.dk, "dk", inputs);
   attention::check_no_overlap("attention_bwd", args.dv, "dv", inputs);

@@ -56,32 +56,6 @@ struct Dims {
   }
 };
 
-// The rows of a (B, T, heads, D) tensor whose D is dense and whose other strides are any (a head
-// slice of a fused qkv tensor): row (b, t, h) starts at at(b, t, h), and one head's rows follow
-// each other `token` elements apart.
-template <class T>
-struct HeadRows {
-  T* data = nullptr;
-  int64_t batch = 0, token = 0, head = 0;  // strides, in elements
-
-  explicit HeadRows(const Tensor& t)
-      : data(t.data_as<std::remove_const_t<T>>()),
-        batch(t.stride(0)),
-        token(t.stride(1)),
-        head(t.stride(2)) {}
-  T* at(int64_t b, int64_t t, int64_t h) const { return data + b * batch + t * token + h * head; }
-};
-
-// The saved logsumexp lse (B, H, T), f32, T dense: the row of head h of batch entry b.
-struct LseRows {
-  float* data = nullptr;
-  int64_t batch = 0, head = 0;
-
-  explicit LseRows(const Tensor& t)
-      : data(t.data_as<float>()), batch(t.stride(0)), head(t.stride(1)) {}
-  float* at(int64_t b, int64_t h) const { return data + b * batch + h * head; }
-};
-
 inline bool same_shape(const Tensor& t, const Shape& s) {
   return t.shape() == s;
 }
@@ -104,13 +78,6 @@ inline Dims check_qkv(const char* op, const Tensor& q, const Tensor& k, const Te
   H2_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), "cpu {}: q {}, k {}, v {} differ", op,
            dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
   return d;
-}
-
-// Checks that each tensor's rows are dense (the dispatcher copies views that are not).
-inline void check_dense_rows(const char* op, std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors)
-    H2_CHECK(t->has_dense_rows(), "cpu {}: a {} tensor with strides {} has no dense rows", op,
-             t->shape().str(), t->strides().str());
 }
 
 // Checks that an output shares no memory with the op's inputs (blocks are read after others

@@ -56,11 +56,11 @@ struct FwdWorkspace {
 
 template <class T>
 struct FwdTensors {
-  attention::HeadRows<const T> q;  // (B, T, H, D)
-  attention::HeadRows<const T> k;  // (B, T, Hkv, D)
-  attention::HeadRows<const T> v;  // (B, T, Hkv, D)
-  attention::HeadRows<T> out;      // (B, T, H, D)
-  attention::LseRows lse;          // (B, H, T)
+  const T* q;  // (B, T, H, D)
+  const T* k;  // (B, T, Hkv, D)
+  const T* v;  // (B, T, Hkv, D)
+  T* out;      // (B, T, H, D)
+  float* lse;  // (B, H, T)
 };
 
 // Folds one chunk's scores into the running softmax of `rows` query rows: turns the scores into
@@ -101,17 +101,21 @@ template <class T>
 void forward_block(const FwdTensors<T>& t, const Dims& d, float scale, int64_t b, int64_t h,
                    int64_t qb, FwdWorkspace& ws) {
   const int64_t D = d.D;
+  const int64_t q_stride = d.H * D;
+  const int64_t kv_stride = d.Hkv * D;
   const int64_t kvh = h / d.group();
   const int64_t q0 = qb * kQueryBlock;
   const int64_t rows = std::min(kQueryBlock, d.T - q0);
+  const int64_t q_offset = ((b * d.T + q0) * d.H + h) * D;
 
-  const float* q = attention::rows_to_f32(t.q.at(b, q0, h), t.q.token, rows, D, ws.q_rows);
+  const float* q = attention::rows_to_f32(t.q + q_offset, q_stride, rows, D, ws.q_rows);
   for (int64_t k0 = 0; k0 < q0 + rows; k0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, q0 + rows - k0);
+    const int64_t kv_offset = ((b * d.T + k0) * d.Hkv + kvh) * D;
     const bool first_chunk = k0 == 0;
     const int64_t diagonal = q0 - k0;
     // S = scale * Q K^T: (rows, cols), up to each row's last key.
-    transpose_to_f32(t.k.at(b, k0, kvh), t.k.token, cols, D, ws.k_t, ws.ld);
+    transpose_to_f32(t.k + kv_offset, kv_stride, cols, D, ws.k_t, ws.ld);
     attention::tile_product({.M = rows,
                              .N = cols,
                              .K = D,
@@ -121,7 +125,7 @@ void forward_block(const FwdTensors<T>& t, const Dims& d, float scale, int64_t b
                             {q, D, 1}, {ws.k_t, ws.ld}, ws.scores, ws.ld);
     online_softmax_step(ws, D, rows, cols, q0, k0, first_chunk);
     // acc (+)= P V, with the earlier acc already rescaled to the current row maxima.
-    const float* v = attention::rows_to_f32(t.v.at(b, k0, kvh), t.v.token, cols, D, ws.v_rows);
+    const float* v = attention::rows_to_f32(t.v + kv_offset, kv_stride, cols, D, ws.v_rows);
     attention::tile_product({.M = rows,
                              .N = D,
                              .K = cols,
@@ -131,7 +135,7 @@ void forward_block(const FwdTensors<T>& t, const Dims& d, float scale, int64_t b
                             {ws.scores, ws.ld, 1}, {v, D}, ws.acc, D);
   }
   // out = acc / row_sum; lse = row_max + log(row_sum), the logsumexp of the row's scores.
-  float* lse = t.lse.at(b, h) + q0;
+  float* lse = t.lse + (b * d.H + h) * d.T + q0;
   for (int64_t i = 0; i < rows; ++i) {
     float* acc = ws.acc + i * D;
     const float inv_sum = 1.0f / ws.row_sum[i];
@@ -139,14 +143,13 @@ void forward_block(const FwdTensors<T>& t, const Dims& d, float scale, int64_t b
     for (int64_t c = 0; c < D; ++c) acc[c] *= inv_sum;
     lse[i] = ws.row_max[i] + std::log(ws.row_sum[i]);
   }
-  attention::store_rows(t.out.at(b, q0, h), t.out.token, ws.acc, rows, D);
+  attention::store_rows(t.out + q_offset, q_stride, ws.acc, rows, D);
 }
 
 template <class T>
 void attention_fwd_typed(const AttentionFwdArgs& args, const Dims& d, Stream& stream) {
-  const FwdTensors<T> t{attention::HeadRows<const T>(args.q), attention::HeadRows<const T>(args.k),
-                        attention::HeadRows<const T>(args.v), attention::HeadRows<T>(args.out),
-                        attention::LseRows(args.lse)};
+  const FwdTensors<T> t{args.q.data_as<T>(), args.k.data_as<T>(), args.v.data_as<T>(),
+                        args.out.data_as<T>(), args.lse.data_as<float>()};
   const float scale = d.softmax_scale(args.scale);
   const int64_t blocks = d.query_blocks();
   const int64_t heads = d.B * d.H;
@@ -178,15 +181,13 @@ void attention_fwd_typed(const AttentionFwdArgs& args, const Dims& d, Stream& st
 
 }  // namespace
 
-// q: (B, T, H, D), k, v: (B, T, Hkv, D) -> out: (B, T, H, D), lse: (B, H, T) f32; each with
-// dense rows, any other strides.
+// q: (B, T, H, D), k, v: (B, T, Hkv, D) -> out: (B, T, H, D), lse: (B, H, T) f32.
 void attention_fwd(const AttentionFwdArgs& args, Stream& stream) {
   const Dims d = attention::check_qkv("attention_fwd", args.q, args.k, args.v);
   H2_CHECK(args.out.shape() == args.q.shape() && args.out.dtype() == args.q.dtype(),
            "cpu attention_fwd: out {} {} must match q {} {}", dtype_name(args.out.dtype()),
            args.out.shape().str(), dtype_name(args.q.dtype()), args.q.shape().str());
   attention::check_lse("attention_fwd", args.lse, d);
-  attention::check_dense_rows("attention_fwd", {&args.q, &args.k, &args.v, &args.out, &args.lse});
   attention::check_no_overlap("attention_fwd", args.out, "out", {&args.q, &args.k, &args.v});
   attention::check_no_overlap("attention_fwd", args.lse, "lse", {&args.q, &args.k, &args.v});
   if (d.B == 0 || d.T == 0 || d.H == 0) return;

@@ -1,8 +1,7 @@
 // Rotary position embedding, Hugging Face rotate_half layout (pairs i and i + D/2). The cos/sin
 // tables (T x D/2), made in double and rounded to float, come from the device's cache
 // (rope_tables.h); the rotation itself is FP32. rope_bwd rotates by the negated angle (the
-// transposed rotation). Each pair is read before it is written, so out may alias x. x and out
-// have dense rows and any other strides (the q and k heads of a fused qkv tensor).
+// transposed rotation). Each pair is read before it is written, so out may alias x.
 #include <algorithm>
 
 #include "backends/cpu/kernel_context.h"
@@ -10,7 +9,6 @@
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/rope_tables.h"
-#include "backends/cpu/kernels/row_starts.h"
 #include "core/error.h"
 
 namespace h2::cpu {
@@ -29,7 +27,6 @@ void rope(const RopeArgs& args, Stream& stream, const char* op, float sign) {
   if (xt.numel() == 0) return;
   const FloatIn x(xt, op, "x");
   const FloatOut out(args.out, op, "out");
-  const RowStarts x_rows(xt, op, "x"), out_rows(args.out, op, "out");
 
   const std::shared_ptr<const RopeTable> table =
       kernel_context(stream).rope_tables().get({.seq = seq,
@@ -55,32 +52,29 @@ void rope(const RopeArgs& args, Stream& stream, const char* op, float sign) {
     }
   };
   // Whole rows a chunk at a time where they fit (a head's row is short: D = 32 or 128), so that
-  // a 16-bit tensor is widened and rounded in one call per chunk rather than four per row; rows
-  // of views one at a time; a row longer than a chunk goes by chunks of its halves.
-  const bool contiguous = x_rows.contiguous() && out_rows.contiguous();
-  const int64_t rows_per_chunk = contiguous ? kChunk / dim : std::min<int64_t>(1, kChunk / dim);
+  // a 16-bit tensor is widened and rounded in one call per chunk rather than four per row; a row
+  // longer than a chunk goes by chunks of its halves.
+  const int64_t rows_per_chunk = kChunk / dim;
   parallel_for(rows, 2 * dim, [&](int64_t r0, int64_t r1) {
     float in_buf[kChunk], out_buf[kChunk];
     if (rows_per_chunk > 0) {
       for (int64_t r = r0; r < r1; r += rows_per_chunk) {
-        const int64_t n = std::min(rows_per_chunk, r1 - r), x_at = x_rows(r), out_at = out_rows(r);
-        const float* in = x.read(x_at, n * dim, in_buf);
-        float* o = out.target(out_at, out_buf);
+        const int64_t n = std::min(rows_per_chunk, r1 - r), at = r * dim;
+        const float* in = x.read(at, n * dim, in_buf);
+        float* o = out.target(at, out_buf);
         for (int64_t j = 0; j < n; ++j)
           rotate(in + j * dim, in + j * dim + half, o + j * dim, o + j * dim + half, r + j, 0,
                  half);
-        out.commit(out_at, n * dim, o);
+        out.commit(at, n * dim, o);
       }
       return;
     }
     constexpr int64_t kPart = kChunk / 2;  // pairs (c + i, half + c + i), both halves in the buffer
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t c = 0; c < half; c += kPart) {
-        const int64_t len = std::min(kPart, half - c), x_lo = x_rows(r) + c,
-                      lo_at = out_rows(r) + c;
-        const int64_t hi_at = lo_at + half;
-        const float* lo = x.read(x_lo, len, in_buf);
-        const float* hi = x.read(x_lo + half, len, in_buf + kPart);
+        const int64_t len = std::min(kPart, half - c), lo_at = r * dim + c, hi_at = lo_at + half;
+        const float* lo = x.read(lo_at, len, in_buf);
+        const float* hi = x.read(hi_at, len, in_buf + kPart);
         float* olo = out.target(lo_at, out_buf);
         float* ohi = out.target(hi_at, out_buf + kPart);
         rotate(lo, hi, olo, ohi, r, c, len);
