@@ -15,11 +15,11 @@
 
 #include "backends/cpu/kernels/attention_common.h"
 #include "backends/cpu/kernels/attention_tiles.h"
-#include "backends/cpu/kernels/cpu_math.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/scratch.h"
 #include "backends/cpu/kernels/transpose.h"
+#include "backends/cpu/kernels/wide_rows.h"
 
 namespace h2::cpu {
 namespace {
@@ -84,9 +84,7 @@ void probabilities(float* p, int64_t ld, const float* lse, int64_t rows, int64_t
   for (int64_t i = 0; i < rows; ++i) {
     float* row = p + i * ld;
     const int64_t n = attention::visible_keys(q0, i, k0, cols);
-    const float shift = lse[i];
-#pragma omp simd simdlen(16)
-    for (int64_t j = 0; j < n; ++j) row[j] = exp_f32(row[j] - shift);
+    exp_shifted(row, n, lse[i]);
     std::fill(row + n, row + cols, 0.0f);
   }
 }

@@ -22,6 +22,7 @@
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/scratch.h"
 #include "backends/cpu/kernels/transpose.h"
+#include "backends/cpu/kernels/wide_rows.h"
 
 namespace h2::cpu {
 namespace {
@@ -94,12 +95,7 @@ void online_softmax_step(FwdWorkspace& ws, int64_t D, int64_t rows, int64_t cols
     const float chunk_max = max_f32(p, n);
     const float old_max = ws.row_max[i];
     const float new_max = (first_chunk || chunk_max > old_max) ? chunk_max : old_max;
-    float sum = 0;
-#pragma omp simd simdlen(16) reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      p[j] = exp_f32(p[j] - new_max);
-      sum += p[j];
-    }
+    const float sum = exp_shifted_sum(p, n, new_max);
     std::fill(p + n, p + cols, 0.0f);
     if (first_chunk) {
       ws.row_sum[i] = sum;

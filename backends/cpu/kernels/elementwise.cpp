@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "backends/cpu/kernels/cpu_floats.h"
-#include "backends/cpu/kernels/cpu_math.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/wide_rows.h"
 #include "core/error.h"
 
 namespace h2::cpu {
@@ -47,11 +47,7 @@ void swiglu_fwd(const SwigluFwdArgs& args, Stream&) {
     const float* g = gate.read(begin, n, g_buf);
     const float* u = up.read(begin, n, u_buf);
     float* o = out.target(begin, o_buf);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      float gv = g[i];
-      o[i] = gv / (1.0f + exp_f32(-gv)) * u[i];
-    }
+    swiglu_fwd_row(g, u, o, n);
     out.commit(begin, n, o);
   });
 }
@@ -72,15 +68,7 @@ void swiglu_bwd(const SwigluBwdArgs& args, Stream&) {
     const float* d = dout.read(begin, n, d_buf);
     float* dg = dgate.target(begin, dg_buf);
     float* du = dup.target(begin, du_buf);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      float gv = g[i], uv = u[i], dv = d[i];  // all read before either output is written
-      float sig = 1.0f / (1.0f + exp_f32(-gv));
-      float silu = gv * sig;
-      float dsilu = sig * (1.0f + gv * (1.0f - sig));
-      dg[i] = dv * uv * dsilu;
-      du[i] = dv * silu;
-    }
+    swiglu_bwd_row(g, u, d, dg, du, n);
     dgate.commit(begin, n, dg);
     dup.commit(begin, n, du);
   });
