@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -49,7 +50,7 @@ void expect_near(double got, double want, const std::string& what, double room =
 TEST(WideRows, RunTheAvx512BuildExactlyWhereTheCpuAndTheCapAllowIt) {
   const bool has = cpu_has(CpuFeature::avx512f) && cpu_has(CpuFeature::avx512bw) &&
                    cpu_has(CpuFeature::avx512dq) && cpu_has(CpuFeature::avx512vl);
-  EXPECT_EQ(wide_rows_use_avx512(), has);
+  EXPECT_EQ(wide_rows_use_avx512(), has);  // the cap hides the features from cpu_has too
   const char* cap = std::getenv("H2_CPU_MAX_ISA");
   if (cap != nullptr && std::string(cap) == "avx2") {
     EXPECT_FALSE(wide_rows_use_avx512());
@@ -88,21 +89,29 @@ TEST(WideRows, SwigluBackwardMatchesTheFormulaWritingOverItsInputs) {
 
 TEST(WideRows, ExponentialsOfShiftedRowsAndTheirSum) {
   for (int64_t n : kLengths) {
-    const std::vector<float> p = values(n, 6);
-    const float shift = 3.5f;
+    // Shifted by the row's largest value, as the softmax does, so the sum is finite: every lane
+    // and the tail add into it.
+    std::vector<float> p = values(n, 6);
+    if (n > 1) p[1] = 2.0f;  // not values()' 100, which would overflow every sum
+    const float shift = n > 0 ? *std::max_element(p.begin(), p.end()) : 0.0f;
     std::vector<float> with_sum = p, plain = p;
     const float sum = exp_shifted_sum(with_sum.data(), n, shift);
     exp_shifted(plain.data(), n, shift);
     double want_sum = 0;
     for (int64_t j = 0; j < n; ++j) {
-      const double want = std::exp(double(p[size_t(j)]) - shift);
+      const double want = std::exp(double(p[size_t(j)] - shift));  // the float difference
       const std::string what = "n " + std::to_string(n) + " j " + std::to_string(j);
       expect_near(with_sum[size_t(j)], want, what);
       EXPECT_EQ(plain[size_t(j)], with_sum[size_t(j)]) << what;
-      want_sum += double(with_sum[size_t(j)]);
+      want_sum += want;
     }
     expect_near(sum, want_sum, "sum, n " + std::to_string(n));
   }
+  // Past float's range: infinity, as expf gives (a shift below the values).
+  std::vector<float> big = {100.0f, 95.0f, -200.0f};
+  exp_shifted(big.data(), int64_t(big.size()), 0.0f);
+  EXPECT_TRUE(std::isinf(big[0]) && std::isinf(big[1]));
+  EXPECT_EQ(big[2], 0.0f);
 }
 
 }  // namespace

@@ -97,6 +97,14 @@ Tensor OpTestBase::nans(const Shape& shape, DType dtype) const {
   return upload(v, shape, dtype);
 }
 
+void OpTestBase::expect_untouched(const std::string& what, const Tensor& t) {
+  const std::vector<float> got = tensor_to_floats(t);
+  const auto written = std::find_if(got.begin(), got.end(), [](float x) { return x == x; });
+  EXPECT_EQ(written, got.end()) << context() << ": " << what << ": element "
+                                << (written - got.begin()) << " of " << got.size()
+                                << " outside the output view was written";
+}
+
 Tensor OpTestBase::padded(const std::vector<float>& values, const Shape& shape, DType dtype) const {
   const int64_t pad = 3;
   Shape wide = shape;

@@ -57,6 +57,9 @@ class OpTestBase {
   Tensor ids(const std::vector<int64_t>& values, const Shape& shape, DType dtype) const;
   // An output tensor prefilled with NaN, so elements a kernel fails to write show up.
   Tensor nans(const Shape& shape, DType dtype) const;
+  // Expects every element of `t` (what lies around an output view in the tensor it was sliced
+  // from, filled by nans()) still NaN: the op wrote nothing outside its view.
+  void expect_untouched(const std::string& what, const Tensor& t);
   // A non-contiguous view holding `values` in row-major order of `shape`: the last dimension is
   // a slice of a wider row padded with NaN (what a fused-projection output looks like).
   Tensor padded(const std::vector<float>& values, const Shape& shape, DType dtype) const;

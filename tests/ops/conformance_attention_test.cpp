@@ -55,17 +55,21 @@ AttnInputs make_inputs(OpConformance& t, const ref::AttnDims& d, bool fused) {
 
 void check_fwd(OpConformance& t, const ref::AttnDims& d, bool fused = false) {
   AttnInputs in = make_inputs(t, d, fused);
-  Tensor out = t.nans({d.B, d.T, d.H, d.D}, t.dt());
   // fused: out is a head slice too (of a wider tensor), and lse a slice of a longer sequence's.
-  if (fused) out = t.nans({d.B, d.T, d.H + 1, d.D}, t.dt()).slice(2, 1, d.H + 1);
-  Tensor lse = fused ? t.nans({d.B, d.H, d.T + 3}, DType::f32).slice(2, 0, d.T)
-                     : t.nans({d.B, d.H, d.T}, DType::f32);
+  const Tensor out_parent = t.nans({d.B, d.T, d.H + (fused ? 1 : 0), d.D}, t.dt());
+  const Tensor lse_parent = t.nans({d.B, d.H, d.T + (fused ? 3 : 0)}, DType::f32);
+  const Tensor out = out_parent.slice(2, fused ? 1 : 0, d.H + (fused ? 1 : 0));
+  const Tensor lse = lse_parent.slice(2, 0, d.T);
   ops::attention_fwd(
       {.out = out, .lse = lse, .q = in.tq, .k = in.tk, .v = in.tv, .scale = float(d.scale)});
   ref::AttnOut want = ref::attention_fwd(to_double(in.q), to_double(in.k), to_double(in.v), d);
   std::string tag = fmt::format(" {}{}", describe(d), fused ? " fused qkv" : "");
   t.expect_close("out" + tag, out, want.out);
   t.expect_close("lse" + tag, lse, want.lse);
+  if (fused) {
+    t.expect_untouched("out's other head" + tag, out_parent.slice(2, 0, 1));
+    t.expect_untouched("lse past T" + tag, lse_parent.slice(2, d.T, d.T + 3));
+  }
 }
 
 void check_bwd(OpConformance& t, const ref::AttnDims& d, bool fused = false) {
@@ -204,8 +208,11 @@ TEST_P(OpConformance, attention_split_among_threads) {
   for (int n : {1, 2, 3}) {
     SCOPED_TRACE(fmt::format("{} CPU kernel threads", n));
     CpuKernelThreads threads(n);
+    // T = 600: the forward's whole-head keys (heads split evenly) read from a second key chunk,
+    // and on 2 threads the second starts in the middle of a kv head's group.
     for (const ref::AttnDims& d : {ref::AttnDims{.B = 3, .T = 70, .H = 2, .Hkv = 1, .D = 8},
-                                   ref::AttnDims{.B = 2, .T = 70, .H = 2, .Hkv = 2, .D = 8}}) {
+                                   ref::AttnDims{.B = 2, .T = 70, .H = 2, .Hkv = 2, .D = 8},
+                                   ref::AttnDims{.B = 1, .T = 600, .H = 4, .Hkv = 1, .D = 8}}) {
       check_fwd(*this, d);
       check_bwd(*this, d);
     }

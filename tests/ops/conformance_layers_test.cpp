@@ -180,10 +180,15 @@ void check_swiglu(OpConformance& t, Op op, const Shape& shape, bool fused = fals
   }
   std::string tag = fmt::format(" {}{}", shape.str(), fused ? " fused" : "");
   if (op == Op::swiglu_fwd) {
-    // fused: out a column slice too, of a wider tensor.
-    Tensor out = fused ? t.nans({N, F + 3}, t.dt()).slice(1, 2, F + 2) : t.nans(shape, t.dt());
+    // fused: out a column slice too, of a wider tensor, whose other columns stay as they were.
+    const Tensor wide = t.nans({N, F + 3}, t.dt());
+    Tensor out = fused ? wide.slice(1, 2, F + 2) : t.nans(shape, t.dt());
     ops::swiglu_fwd({.out = out, .gate = tg, .up = tu});
     t.expect_close("out" + tag, out, ref::swiglu_fwd(to_double(gate), to_double(up)));
+    if (fused) {
+      t.expect_untouched("columns before out" + tag, wide.slice(1, 0, 2));
+      t.expect_untouched("column after out" + tag, wide.slice(1, F + 2, F + 3));
+    }
   } else {
     Tensor dgate = t.nans(shape, t.dt()), dup = t.nans(shape, t.dt());
     if (fused) {  // the halves of one (N, 2F) gradient, written back through views
@@ -203,7 +208,7 @@ TEST_P(OpConformance, swiglu_fwd_shapes) {
   H2_REQUIRE_OP(Op::swiglu_fwd);
   for (Shape s : {Shape{7, 13}, Shape{0, 8}, Shape{1, 1}}) check_swiglu(*this, Op::swiglu_fwd, s);
   check_swiglu(*this, Op::swiglu_fwd, {5, 9}, true);
-  check_swiglu(*this, Op::swiglu_fwd, {3, 1100}, true);  // rows longer than a CPU chunk
+  check_swiglu(*this, Op::swiglu_fwd, {3, 1100}, true);  // views of more than one kChunk a row
   check_swiglu(*this, Op::swiglu_fwd, {2, 64, 688});
 }
 

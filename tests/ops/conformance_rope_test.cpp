@@ -1,8 +1,8 @@
 // Conformance of rotary embedding (Hugging Face rotate_half): forward and inverse rotation on edge
-// and model shapes, a q slice of a fused qkv tensor (non-contiguous), out aliasing x, an offset
-// sequence equal to the slice of a longer one, tables kept per parameter, and
-// rope_bwd(rope_fwd(x)) == x. Positions stay below ~100 so that FP32 angle arithmetic (error ~ 1e-7
-// * position) fits the f32 tolerance.
+// and model shapes, a q slice of a fused qkv tensor (non-contiguous), out aliasing x, in place
+// on the q and k heads of a fused qkv tensor, an offset sequence equal to the slice of a longer
+// one, tables kept per parameter, and rope_bwd(rope_fwd(x)) == x. Positions stay below ~100 so
+// that FP32 angle arithmetic (error ~ 1e-7 * position) fits the f32 tolerance.
 #include <fmt/format.h>
 
 #include "core/ops.h"

@@ -1,14 +1,14 @@
 // CPU causal attention forward, flash-attention-2 style: each task owns one block of queries of
-// one head and streams the visible keys past it in chunks through an online softmax, so memory
-// is O(kQueryBlock * (kKeyBlock + D)) per thread whatever T is. Scores and P @ V are register-
-// tiled products (attention_tiles.h) over f32 copies of the block's q rows and the chunk's v rows
-// (D apart) and the chunk's keys transposed; they skip the tiles past the diagonal and
-// accumulate in f32 throughout. Where each thread runs whole heads, a kv head's keys are
+// one head and streams the visible keys past it in chunks through an online softmax, in
+// O(kQueryBlock * (kKeyBlock + D)) memory per thread whatever T is. Scores and P @ V are
+// register-tiled products (attention_tiles.h) over f32 copies of the block's q rows and the
+// chunk's v rows (D apart) and the chunk's keys transposed; they skip the tiles past the diagonal
+// and accumulate in f32 throughout. Where each thread runs whole heads, a kv head's keys are
 // transposed and its v rows copied once, for all its query blocks and the heads of its group
 // (O(T D) more per thread, as the backward keeps), instead of once per query block and chunk.
-// Invariants: keys after a block's last query never enter its products; inside the chunk that holds
-// the diagonal each row keeps only keys <= its position; every row sees key 0 in the first chunk,
-// so its running max is finite from then on.
+// Invariants: keys after a block's last query never enter its products; inside the chunk that
+// holds the diagonal each row keeps only keys <= its position; every row sees key 0 in the first
+// chunk, so its running max is finite from then on.
 #include <omp.h>
 
 #include <algorithm>

@@ -4,7 +4,8 @@
 // AVX-512 and take that build where the CPU has AVX512F/BW/DQ/VL and H2_CPU_MAX_ISA allows it.
 // Built for x86-64-v4 throughout, tiny's step ran 3.5% (f32) and 5% (bf16) shorter on a Zen 5
 // EPYC, two thirds of it in SwiGLU (docs/performance.md, stop 49). Both builds compute the same
-// expressions element by element, so they agree bit for bit except where a sum's lanes differ.
+// expressions element by element and, over the default x86-64-v3 baseline, both contract them
+// into FMAs alike, so they agree bit for bit except where a sum's lanes differ.
 #pragma once
 
 #include <cstdint>
