@@ -70,9 +70,9 @@ struct FwdWorkspace {
 // The keys of a chunk as the block products read them: transposed (D, cols), rows ld apart, and
 // v rows (cols, D).
 struct ChunkKeys {
-  const float* k_t;
-  int64_t ld;
-  const float* v;
+  const float* k_t = nullptr;
+  int64_t ld = 0;
+  const float* v = nullptr;
 };
 
 template <class T>
@@ -140,8 +140,10 @@ void forward_block(const FwdTensors<T>& t, const Dims& d, float scale, int64_t b
     const int64_t kv_offset = ((b * d.T + k0) * d.Hkv + kvh) * D;
     const bool first_chunk = k0 == 0;
     const int64_t diagonal = q0 - k0;
-    ChunkKeys keys{ws.head_k_t + k0, ws.head_ld, ws.head_v + k0 * D};
-    if (!whole_head) {
+    ChunkKeys keys;
+    if (whole_head) {
+      keys = {ws.head_k_t + k0, ws.head_ld, ws.head_v + k0 * D};
+    } else {
       transpose_to_f32(t.k + kv_offset, kv_stride, cols, D, ws.k_t, ws.ld);
       keys = {ws.k_t, ws.ld,
               attention::rows_to_f32(t.v + kv_offset, kv_stride, cols, D, ws.v_rows)};
@@ -197,7 +199,10 @@ void attention_fwd_typed(const AttentionFwdArgs& args, const Dims& d, Stream& st
       int64_t loaded = -1;  // b * Hkv + kvh of the keys in ws
       for (int64_t bh = heads * me / count; bh < heads * (me + 1) / count; ++bh) {
         const int64_t b = bh / d.H, h = bh % d.H, kv_head = b * d.Hkv + h / d.group();
-        if (kv_head != loaded) load_head_keys(t, d, b, h / d.group(), ws), loaded = kv_head;
+        if (kv_head != loaded) {
+          load_head_keys(t, d, b, h / d.group(), ws);
+          loaded = kv_head;
+        }
         for (int64_t qb = 0; qb < blocks; ++qb) forward_block(t, d, scale, b, h, qb, ws, true);
       }
     } else {
