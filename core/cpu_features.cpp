@@ -1,6 +1,7 @@
 // cpuid and xgetbv for cpu_features.h. Built for the compiler's baseline (no -march): the CPU
 // backend's load-time check calls it before anything built for a newer CPU may run.
 #include "core/cpu_features.h"
+#include "core/fastest_build.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -118,6 +119,15 @@ bool cpu_has(CpuFeature f) {
   // A fact of the machine and the process's environment, computed once.
   static const uint32_t mask = probe() & kLevels[size_t(cpu_isa_cap())].visible;
   return (mask >> unsigned(f)) & 1u;
+}
+
+bool run_v4_build() {
+#if defined(__x86_64__) && !defined(__clang__)
+  static const bool v4 = __builtin_cpu_supports("x86-64-v4") && cpu_has_avx512bw();
+  return v4;
+#else
+  return false;
+#endif
 }
 
 }  // namespace h2

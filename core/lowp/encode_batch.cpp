@@ -15,15 +15,6 @@
 
 namespace h2::lowp {
 
-bool detail::run_v4_build() {
-#if defined(__x86_64__) && !defined(__clang__)
-  static const bool v4 = __builtin_cpu_supports("x86-64-v4") && cpu_has_avx512bw();
-  return v4;
-#else
-  return false;
-#endif
-}
-
 namespace {
 
 using codec::float_bits;
@@ -200,7 +191,7 @@ void encode_portable(const EncodeRun& run, EncodeStats* stats) {
 }
 
 void encode_portable_run(Format f, const EncodeRun& run, const char* what, EncodeStats* stats) {
-  detail::in_fastest_build([&] {
+  in_fastest_build([&] {
     with_element_format(f, what,
                         [&](auto format) { encode_portable<decltype(format)>(run, stats); });
   });

@@ -1,7 +1,7 @@
 // Internals shared by core/lowp's batch encoders and decoders (formats.cpp, encode_batch.cpp,
 // encode_avx512.cpp, encode_avx2.cpp): one batch encode as every path takes it, what the vector
 // paths share (their totals, rounding constants, instantiations and which runs they take), the
-// format dispatch and the compile-twice attribute of the portable loops.
+// format dispatch. The portable loops run in in_fastest_build (core/fastest_build.h).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/fastest_build.h"
 #include "core/lowp/format_codec.h"
 #include "core/lowp/formats.h"
 
@@ -101,45 +102,6 @@ EncodeTotals with_loop_kind(Format f, const EncodeRun& run, const char* what, Fn
     };
     return run.stochastic ? with_rounding(std::true_type{}) : with_rounding(std::false_type{});
   });
-}
-
-}  // namespace h2::lowp::detail
-
-// The portable batch loops are compiled twice, for the kernels' -march and for x86-64-v4
-// (AVX-512: 16 lanes), and in_fastest_build picks one when it runs: the v4 build where the CPU is
-// x86-64-v4 and H2_CPU_MAX_ISA leaves AVX-512 visible (core/cpu_features.h), so a build for AVX2
-// machines still uses AVX-512 where it exists and the AVX2 build can be tested on such a CPU.
-// flatten inlines the loop and the codec into each build, so that they are compiled for its
-// instructions. Integer code and one multiply per element: both builds give the same bits.
-// (GCC's target_clones, used before, chose by the CPU alone, before main.) Clang (the fuzzing
-// build) compiles both for the kernels' -march.
-namespace h2::lowp::detail {
-
-// Whether in_fastest_build takes the x86-64-v4 build (never in Clang builds or off x86-64);
-// answered once per process.
-bool run_v4_build();
-
-#if defined(__x86_64__) && !defined(__clang__)
-template <class Fn>
-[[gnu::target("arch=x86-64-v4"), gnu::flatten]] void v4_build(Fn fn) {
-  fn();
-}
-#endif
-template <class Fn>
-[[gnu::flatten]] void default_build(Fn fn) {
-  fn();
-}
-
-// Runs fn, a loop and everything it calls, in the build run_v4_build() picks. The builds take fn
-// by value and a loop should capture by value: a lambda in memory the loop's stores through a
-// uint8_t* may alias is reloaded every iteration (nvfp4_scales_n took 4.3% of an nvfp4 step
-// that way, 0.8% without).
-template <class Fn>
-void in_fastest_build(Fn&& fn) {
-#if defined(__x86_64__) && !defined(__clang__)
-  if (run_v4_build()) return v4_build(fn);
-#endif
-  default_build(fn);
 }
 
 }  // namespace h2::lowp::detail

@@ -303,12 +303,12 @@ void decode_bf16(Format f, const uint8_t* in, int64_t n, int64_t block, const fl
 
 void decode_bf16_n(Format f, const uint8_t* in, int64_t n, int64_t block, const float* multipliers,
                    uint16_t* out) {
-  detail::in_fastest_build([&] { decode_bf16(f, in, n, block, multipliers, out, true); });
+  in_fastest_build([&] { decode_bf16(f, in, n, block, multipliers, out, true); });
 }
 
 void decode_bf16_n_portable(Format f, const uint8_t* in, int64_t n, int64_t block,
                             const float* multipliers, uint16_t* out) {
-  detail::in_fastest_build([&] { decode_bf16(f, in, n, block, multipliers, out, false); });
+  in_fastest_build([&] { decode_bf16(f, in, n, block, multipliers, out, false); });
 }
 
 const float* decode_table(Format f) {
