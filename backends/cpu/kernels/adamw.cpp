@@ -36,7 +36,7 @@ void adamw(const AdamwArgs& args, Stream&) {
   const float wd = args.weight_decay, scale = args.grad_scale;
   const float bc1 = float(1.0 - std::pow(double(b1), double(args.step)));
   const float bc2 = float(1.0 - std::pow(double(b2), double(args.step)));
-  parallel_chunks(args.param.numel(), kChunk, 6, [&](int64_t begin, int64_t n) {
+  parallel_chunks_fastest(args.param.numel(), kChunk, 6, [=](int64_t begin, int64_t n) {
     float g_buf[kChunk], root[kChunk];
     const float* g = grad.read(begin, n, g_buf);
     float *p = param + begin, *mc = m + begin, *vc = v + begin;

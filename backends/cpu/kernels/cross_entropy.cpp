@@ -57,8 +57,9 @@ void cross_entropy_fwd(const CrossEntropyFwdArgs& args, Stream&) {
   const DType target_dtype = args.targets.dtype();
   float* losses = static_cast<float*>(args.losses.data());
   float* lse_out = static_cast<float*>(args.lse.data());
+  const int64_t ignore_index = args.ignore_index;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  parallel_for(rows, 4 * vocab, [&](int64_t r0, int64_t r1) {
+  parallel_for_fastest(rows, 4 * vocab, [=](int64_t r0, int64_t r1) {
     float x_buf[kChunk], e_buf[kChunk];
     for (int64_t r = r0; r < r1; ++r) {
       float row_max = kNegInf;
@@ -80,7 +81,7 @@ void cross_entropy_fwd(const CrossEntropyFwdArgs& args, Stream&) {
       const double lse = double(row_max) + std::log(sum);
       lse_out[r] = float(lse);
       const int64_t t = load_index(targets, target_dtype, r);
-      losses[r] = t == args.ignore_index ? 0.0f : float(lse - logits.at(r * vocab + t));
+      losses[r] = t == ignore_index ? 0.0f : float(lse - logits.at(r * vocab + t));
     }
   });
 }
@@ -99,16 +100,17 @@ void cross_entropy_bwd(const CrossEntropyBwdArgs& args, Stream&) {
   const DType target_dtype = args.targets.dtype();
   const float* lse = static_cast<const float*>(args.lse.data());
   const float dloss = args.dloss;
+  const int64_t ignore_index = args.ignore_index;
   // Work items are (row, chunk) pairs, so a few long rows still spread over the threads.
   const int64_t chunks = ceil_div(vocab, kChunk);
-  parallel_for(rows * chunks, 4 * std::min(kChunk, vocab), [&](int64_t i0, int64_t i1) {
+  parallel_for_fastest(rows * chunks, 4 * std::min(kChunk, vocab), [=](int64_t i0, int64_t i1) {
     float x_buf[kChunk], o_buf[kChunk];
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t r = item / chunks, c = (item % chunks) * kChunk;
       const int64_t len = std::min(kChunk, vocab - c), at = r * vocab + c;
       const int64_t t = load_index(targets, target_dtype, r);
       float* o = dlogits.target(at, o_buf);
-      if (t == args.ignore_index) {
+      if (t == ignore_index) {
         std::fill_n(o, len, 0.0f);
       } else {
         const float* x = logits.read(at, len, x_buf);

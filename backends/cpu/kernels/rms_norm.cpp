@@ -56,7 +56,7 @@ void rms_norm_fwd(const RmsNormFwdArgs& args, Stream& stream) {
   weight_floats(FloatIn(args.weight, op, "weight"), channels, weight_buf.data());
   float* rstd = static_cast<float*>(args.rstd.data());
   const double eps = args.eps;
-  parallel_for(rows, 2 * channels, [&](int64_t r0, int64_t r1) {
+  parallel_for_fastest(rows, 2 * channels, [=](int64_t r0, int64_t r1) {
     float x_buf[kChunk], o_buf[kChunk];
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t row = r * channels;
@@ -107,7 +107,7 @@ void rms_norm_bwd(const RmsNormBwdArgs& args, Stream& stream) {
   const int64_t blocks = ceil_div(rows, block_rows);
   ScratchBuffer<double> partial_buf(stream, size_t(blocks * channels));
   double* partial = partial_buf.data();
-  parallel_for(blocks, 4 * block_rows * channels, [&](int64_t b0, int64_t b1) {
+  parallel_for_fastest(blocks, 4 * block_rows * channels, [=](int64_t b0, int64_t b1) {
     float x_buf[kChunk], d_buf[kChunk], g_buf[kChunk], o_buf[kChunk];
     for (int64_t b = b0; b < b1; ++b) {
       double* part = partial + b * channels;
@@ -116,10 +116,11 @@ void rms_norm_bwd(const RmsNormBwdArgs& args, Stream& stream) {
         const int64_t row = r * channels;
         const float rs = rstd[r];
         double dot = 0;  // sum_c dout * weight * x
+        const float *xc = nullptr, *dc = nullptr;
         for (int64_t c = 0; c < channels; c += kChunk) {
           int64_t len = std::min(kChunk, channels - c);
-          const float* xc = x.read(row + c, len, x_buf);
-          const float* dc = dout.read(row + c, len, d_buf);
+          xc = x.read(row + c, len, x_buf);
+          dc = dout.read(row + c, len, d_buf);
 #pragma omp simd
           for (int64_t i = 0; i < len; ++i) g_buf[i] = dc[i] * w[c + i];
           dot += dot_f64(g_buf, xc, len);
@@ -127,8 +128,10 @@ void rms_norm_bwd(const RmsNormBwdArgs& args, Stream& stream) {
         const float k = float(double(rs) * rs * rs * dot / double(channels));
         for (int64_t c = 0; c < channels; c += kChunk) {
           int64_t len = std::min(kChunk, channels - c);
-          const float* xc = x.read(row + c, len, x_buf);
-          const float* dc = dout.read(row + c, len, d_buf);
+          if (channels > kChunk) {  // one chunk: xc and dc still have it
+            xc = x.read(row + c, len, x_buf);
+            dc = dout.read(row + c, len, d_buf);
+          }
           float* o = dx.target(row + c, o_buf);
           double* pc = part + c;
           const float* wc = w + c;
