@@ -250,15 +250,25 @@ class Quantizer {
   bool block_amax_in_strips() const { return fused() && !imposed(); }
 
   // The strip path's tasks (encode_strips): strips of `rows` rows of in times col_tiles tiles of
-  // kStripCols columns.
+  // kStripCols columns. A strip is one column block where its amax is taken here; otherwise (the
+  // multipliers known beforehand) its height is free, and it is picked so that there are at least
+  // two tasks per thread, in multiples of kStripRowStep rows up to kMaxStripRows: with strips of
+  // kMaxStripRows, nvfp4's W^T of a 256 x 256 weight was one task, on one thread. The tasks do
+  // not change the bits: every value is encoded with its own multiplier and stochastic index.
   struct StripGrid {
     int64_t rows, strips, col_tiles, tasks;
   };
   StripGrid strip_grid() const {
     StripGrid s{};
-    s.rows = block_amax_in_strips() ? g_.bc : kMaxStripRows;
-    s.strips = ceil_div(g_.K, s.rows);
     s.col_tiles = ceil_div(g_.R, kStripCols);
+    if (block_amax_in_strips()) {
+      s.rows = g_.bc;
+    } else {
+      const int64_t strips_wanted = ceil_div(2 * kernel_threads(), s.col_tiles);
+      const int64_t rows = ceil_div(ceil_div(g_.K, strips_wanted), kStripRowStep) * kStripRowStep;
+      s.rows = std::clamp(rows, kStripRowStep, kMaxStripRows);
+    }
+    s.strips = ceil_div(g_.K, s.rows);
     s.tasks = s.strips * s.col_tiles;
     return s;
   }

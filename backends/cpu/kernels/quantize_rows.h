@@ -26,6 +26,7 @@ using lowp::ScaleRule;
 constexpr int64_t kPanel = 32;
 constexpr int64_t kStripCols = 256;     // the strip path: columns of a transposed input per task
 constexpr int64_t kMaxStripRows = 256;  // and at most its rows (a block's, where the amax is taken)
+constexpr int64_t kStripRowStep = 32;   // the height of a two-pass strip, a multiple of this
 
 // One thread's statistics, on its own cache line: the codec's saturated count (its amax is not
 // taken: the quantizer has the input's, below, and the codec would see pre-scaled rows) and the
