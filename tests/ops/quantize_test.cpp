@@ -372,17 +372,22 @@ TEST(Quantize, StochasticRoundingIsUnbiased) {
   EXPECT_NEAR(dequantize(to_host(nearest))[1], 2.0 / 6.0, 1e-6);
 }
 
-// Quantizes a (R, K) matrix (or its (K, R) transpose) of dtype on 1 and on 4 threads: the same
-// codes, scales and statistics.
-void expect_thread_count_independent(int64_t K, DType dtype, const QuantSpec& s, bool transpose) {
-  const int64_t R = 100;
+// Quantizes a (R, K) matrix (or its (K, R) transpose) of dtype on 1 and on 4 threads, with an
+// imposed multiplier where one is given: the same codes, scales and statistics.
+void expect_thread_count_independent(int64_t R, int64_t K, DType dtype, const QuantSpec& s,
+                                     bool transpose, float multiplier = 0) {
   std::mt19937_64 rng(13);
   std::vector<float> x = spread_values(rng, R * K);
   auto bytes = [&] {
     Tensor in = tensor_from_floats(x, transpose ? Shape{K, R} : Shape{R, K}, dtype, cpu());
     lowp::QTensor q = lowp::QTensor::empty(s, R, K, cpu());
     Tensor stats = Tensor::empty({2}, DType::f32, cpu());
-    ops::quantize({.q = q, .stats = stats, .in = in, .transpose = transpose, .stochastic = true});
+    ops::quantize({.q = q,
+                   .stats = stats,
+                   .in = in,
+                   .transpose = transpose,
+                   .multiplier = multiplier,
+                   .stochastic = true});
     std::vector<uint8_t> all = download_bytes(q.codes);
     for (const Tensor& t : {q.scales, stats}) {
       std::vector<uint8_t> more = download_bytes(t);
@@ -400,21 +405,28 @@ void expect_thread_count_independent(int64_t K, DType dtype, const QuantSpec& s,
 }
 
 // The thread count also sets the transposed path's strips where their height is free (two-pass
-// specs): 1 thread asks for 2 strips (of at most 256 rows), 4 threads for 8 (K 96: 3 of 32 rows
-// against 2 of 64 and 32; K 98 ends on a strip of 2 rows).
+// and imposed specs): 1 thread asks for 2 strips (of at most 256 rows), 4 threads for 8 (K 96: 3
+// of 32 rows against 2 of 64 and 32; K 98 ends on a strip of 2 rows; R 300 takes two tiles of
+// columns, and 4 threads then ask for 4 strips of each).
 TEST(Quantize, ResultsDoNotDependOnTheThreadCount) {
-  for (const auto& [K, dtype] : {std::pair<int64_t, DType>{96, DType::f32},
-                                 {98, DType::f32},
-                                 {600, DType::f32},
-                                 {600, DType::bf16}})
+  for (const auto& [R, K, dtype] : {std::tuple<int64_t, int64_t, DType>{100, 96, DType::f32},
+                                    {100, 98, DType::f32},
+                                    {100, 600, DType::f32},
+                                    {100, 600, DType::bf16},
+                                    {300, 128, DType::f32}})
     for (const QuantSpec& s : {spec(Format::e2m1, ScaleRule::nvfp4, 1, 16),
                                spec(Format::e4m3, ScaleRule::f32_amax, 64, 32),
                                spec(Format::e5m2, ScaleRule::e8m0_ceil, 1, 32)})
       for (bool transpose : {false, true}) {
-        SCOPED_TRACE(fmt::format("K {} {} {} transpose {}", K, dtype_name(dtype), lowp::describe(s),
-                                 transpose));
-        expect_thread_count_independent(K, dtype, s, transpose);
+        SCOPED_TRACE(fmt::format("R {} K {} {} {} transpose {}", R, K, dtype_name(dtype),
+                                 lowp::describe(s), transpose));
+        expect_thread_count_independent(R, K, dtype, s, transpose);
       }
+  const QuantSpec per_tensor = spec(Format::e4m3, ScaleRule::f32_amax, 0, 0);
+  for (bool transpose : {false, true}) {
+    SCOPED_TRACE(fmt::format("imposed multiplier, transpose {}", transpose));
+    expect_thread_count_independent(100, 600, DType::f32, per_tensor, transpose, 0.75f);
+  }
 }
 
 TEST(Quantize, NanIsIgnoredByTheAmaxAndStaysNan) {

@@ -245,15 +245,15 @@ class Quantizer {
     return info_->bits == 8 || strip_grid().rows % 2 == 0 || g_.K <= strip_grid().rows;
   }
 
-  // Whether a strip is one column block, whose amaxes it takes (the fused rules), rather than
-  // kMaxStripRows rows with multipliers known beforehand (two-pass, imposed).
+  // Whether a strip is one column block, whose amaxes it takes (the fused rules), rather than rows
+  // whose multipliers are known beforehand (two-pass, imposed; strip_grid picks how many).
   bool block_amax_in_strips() const { return fused() && !imposed(); }
 
   // The strip path's tasks (encode_strips): strips of `rows` rows of in times col_tiles tiles of
   // kStripCols columns. A strip is one column block where its amax is taken here; otherwise (the
-  // multipliers known beforehand) its height is free, and it is picked so that there are at least
-  // two tasks per thread, in multiples of kStripRowStep rows up to kMaxStripRows: with strips of
-  // kMaxStripRows, nvfp4's W^T of a 256 x 256 weight was one task, on one thread. The tasks do
+  // multipliers known beforehand) its height is free: it is picked for two tasks per thread where
+  // in has the rows, in multiples of kStripRowStep rows up to kMaxStripRows (with strips of
+  // kMaxStripRows, nvfp4's W^T of a 256 x 256 weight was one task, on one thread). The tasks do
   // not change the bits: every value is encoded with its own multiplier and stochastic index.
   struct StripGrid {
     int64_t rows, strips, col_tiles, tasks;
@@ -275,7 +275,7 @@ class Quantizer {
 
   // The transposed orientation from in's own rows. in is (K, R), so column block c of every
   // quantized row lies in in's rows [c bc, (c + 1) bc). A task takes a strip of in's rows (one
-  // column block where its amax is taken here, else kMaxStripRows rows) and kStripCols of in's
+  // column block where its amax is taken here, else strip_grid's height) and kStripCols of in's
   // columns: the fused rule's block amaxes are the strip's column maxima (a running max along in's
   // contiguous rows); each strip row is encoded as it lies, each value times its column's
   // multiplier (stochastic rounding drawing by the quantized elements' indices, K apart along in's
