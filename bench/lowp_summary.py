@@ -10,12 +10,18 @@ seconds): medians then mix the phases in proportions that differ from run to run
 run's low percentile is its fast phase. The paired column is the median over rounds of each
 round's ratio of median steps, the run against bf16 in the same round (rounds run back to back,
 so a slow phase tends to cover both). Rows named base_* (BASE in lowp_bench.sh) are compared
-with base_bf16 where it exists.
+with base_bf16 where it exists. A second table splits the paired ratio by the core-link state of
+the two runs of each pair (bench/core_link.py: both close, both distant, or changed), since the
+2-core EPYCs of docs/performance.md move between two speeds that a pair may straddle.
 Usage: lowp_summary.py OUT_DIR NAME..."""
 import glob
 import json
+import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from core_link import link_state  # noqa: E402
 
 FAST_PERCENTILE = 0.1
 
@@ -80,6 +86,35 @@ def main():
         label = name if name.startswith("PyTorch") else f"H2 {name}"
         print(f"| {label} | {median:.1f} | {tokens / median * 1e3:,.0f} | {ratio} | {fast:.1f} |"
               f" {fast_ratio} | {paired_ratio} | {n} |")
+    print_paired_by_state(out, names, rows, reference)
+
+
+def print_paired_by_state(out, names, rows, reference):
+    """Per run and core-link state of its pairs, the pairs and their median ratio."""
+    ref_name = {name: ("base_bf16" if name.startswith("base_") and "base_bf16" in rows
+                       else "bf16") for name in names}
+    lines = []
+    for name in names:
+        if name not in rows or name == ref_name[name] or ref_name[name] not in rows:
+            continue
+        per_round, ref_rounds = rows[name][4], reference(name)[4]
+        by_state = {}
+        for r in per_round:
+            if r not in ref_rounds:
+                continue
+            states = {link_state(f"{out}/{n}.{r}.link") for n in (name, ref_name[name])}
+            state = states.pop() if len(states) == 1 else "changed"
+            by_state.setdefault(state, []).append(per_round[r] / ref_rounds[r])
+        for state in ("close", "distant", "changed", "unknown"):
+            if state in by_state:
+                ratios = by_state[state]
+                lines.append(f"| H2 {name} | {state} | {len(ratios)} |"
+                             f" {statistics.median(ratios):.3f}x |")
+    if lines:
+        print()
+        print("| run | core link of the pair | pairs | paired vs bf16 (median) |")
+        print("|---|---|---:|---:|")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":
