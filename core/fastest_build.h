@@ -6,9 +6,9 @@
 // for that build's instructions. (GCC's target_clones, used before, chose by the CPU alone, before
 // main.) Clang (the fuzzing build) and other architectures compile only the default build.
 // Users: the low-precision batch encoders and decoders (core/lowp), the CPU kernels' row loops
-// that gain most from 512-bit vectors (backends/cpu/kernels/wide_rows.h), and the kernels whose
-// parallel ranges run in it whole (parallel_for_fastest in backends/cpu/kernels/cpu_parallel.h:
-// RMSNorm, cross-entropy, AdamW, add, SwiGLU's chunks).
+// that gain most from 512-bit vectors (backends/cpu/kernels/wide_rows.h: SwiGLU, attention's
+// exponentials), and the kernels whose parallel ranges run in it whole (parallel_for_fastest in
+// backends/cpu/kernels/cpu_parallel.h: RMSNorm, cross-entropy, AdamW, add).
 #pragma once
 
 namespace h2 {

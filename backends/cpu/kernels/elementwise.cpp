@@ -42,7 +42,7 @@ void swiglu_fwd(const SwigluFwdArgs& args, Stream&) {
   check_same_shape("swiglu_fwd", args.out, "out", args.gate, "gate");
   const FloatIn gate(args.gate, "swiglu_fwd", "gate"), up(args.up, "swiglu_fwd", "up");
   const FloatOut out(args.out, "swiglu_fwd", "out");
-  parallel_chunks_fastest(args.gate.numel(), kChunk, 8, [=](int64_t begin, int64_t n) {
+  parallel_chunks(args.gate.numel(), kChunk, 8, [&](int64_t begin, int64_t n) {
     float g_buf[kChunk], u_buf[kChunk], o_buf[kChunk];
     const float* g = gate.read(begin, n, g_buf);
     const float* u = up.read(begin, n, u_buf);
@@ -61,7 +61,7 @@ void swiglu_bwd(const SwigluBwdArgs& args, Stream&) {
   check_same_shape(op, args.dup, "dup", args.gate, "gate");
   const FloatIn gate(args.gate, op, "gate"), up(args.up, op, "up"), dout(args.dout, op, "dout");
   const FloatOut dgate(args.dgate, op, "dgate"), dup(args.dup, op, "dup");
-  parallel_chunks_fastest(args.gate.numel(), kChunk, 10, [=](int64_t begin, int64_t n) {
+  parallel_chunks(args.gate.numel(), kChunk, 10, [&](int64_t begin, int64_t n) {
     float g_buf[kChunk], u_buf[kChunk], d_buf[kChunk], dg_buf[kChunk], du_buf[kChunk];
     const float* g = gate.read(begin, n, g_buf);
     const float* u = up.read(begin, n, u_buf);
