@@ -1,6 +1,7 @@
-// Prints one line per (kernel, dtype, shape): a 64-bit FNV-1a hash of the bits of every output of
+// Prints one line per (kernel, dtype, shape): the XXH3-64 hash of the bits of every output of
 // the CPU kernels whose parallel ranges run in in_fastest_build (RMSNorm, cross-entropy, AdamW,
-// add, SwiGLU; backends/cpu/kernels/cpu_parallel.h), on fixed pseudo-random inputs.
+// add; backends/cpu/kernels/cpu_parallel.h) or whose row loops do (SwiGLU, wide_rows.h), on fixed
+// pseudo-random inputs.
 // same_bits_across_paths.sh runs it natively and with H2_CPU_MAX_ISA=avx2 and expects the same
 // lines: the x86-64-v4 build of those loops and the default one give the same bits (their sums run
 // in a fixed order, and both builds contract to FMAs), and so do the AVX-512 and AVX2 bf16 stores.
@@ -8,13 +9,13 @@
 // threads.
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include "backends/registry.h"
 #include "core/ops.h"
@@ -22,18 +23,6 @@
 
 namespace h2::test {
 namespace {
-
-uint64_t fnv1a(const std::vector<float>& values, uint64_t hash = 0xcbf29ce484222325ull) {
-  for (float v : values) {
-    uint32_t bits = 0;
-    std::memcpy(&bits, &v, sizeof bits);
-    for (int byte = 0; byte < 4; ++byte) {
-      hash ^= (bits >> (8 * byte)) & 0xffu;
-      hash *= 0x100000001b3ull;
-    }
-  }
-  return hash;
-}
 
 class Dump {
  public:
@@ -106,8 +95,12 @@ class Dump {
   Tensor fresh_like(const Tensor& t) { return input(t.shape(), t.dtype(), -1, 1); }
   static void print(const char* kernel, DType dtype, const Shape& shape,
                     const std::vector<Tensor>& outputs) {
-    uint64_t hash = 0xcbf29ce484222325ull;
-    for (const Tensor& t : outputs) hash = fnv1a(tensor_to_floats(t), hash);
+    std::vector<float> values;
+    for (const Tensor& t : outputs) {
+      const std::vector<float> more = tensor_to_floats(t);
+      values.insert(values.end(), more.begin(), more.end());
+    }
+    const uint64_t hash = XXH3_64bits(values.data(), values.size() * sizeof(float));
     fmt::print("{} {} {} {:016x}\n", kernel, dtype_name(dtype), shape.str(), hash);
   }
 
