@@ -73,10 +73,8 @@ void parallel_for_fastest(int64_t n, int64_t cost, const Fn& fn) {
 }
 template <class Fn>
 void parallel_chunks_fastest(int64_t n, int64_t chunk, int64_t cost, const Fn& fn) {
-  parallel_for(ceil_div(n, chunk), chunk * cost, [&fn, n, chunk](int64_t c0, int64_t c1) {
-    in_fastest_build([fn, n, chunk, c0, c1] {
-      for (int64_t c = c0; c < c1; ++c) fn(c * chunk, std::min(chunk, n - c * chunk));
-    });
+  parallel_for_fastest(ceil_div(n, chunk), chunk * cost, [fn, n, chunk](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) fn(c * chunk, std::min(chunk, n - c * chunk));
   });
 }
 
