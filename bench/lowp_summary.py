@@ -67,8 +67,11 @@ def main():
             per_round = {round_of(t): r[0] for t, r in zip(paths, runs)}
             rows[label] = (statistics.median(times), min(times), runs[0][1], len(runs), per_round)
 
+    def reference_name(name):
+        return "base_bf16" if name.startswith("base_") and "base_bf16" in rows else "bf16"
+
     def reference(name):
-        return rows.get("base_bf16" if name.startswith("base_") and "base_bf16" in rows else "bf16")
+        return rows.get(reference_name(name))
 
     def paired(per_round, ref_rounds):
         """The median over rounds of the run's median step over the reference's in that round."""
@@ -86,23 +89,22 @@ def main():
         label = name if name.startswith("PyTorch") else f"H2 {name}"
         print(f"| {label} | {median:.1f} | {tokens / median * 1e3:,.0f} | {ratio} | {fast:.1f} |"
               f" {fast_ratio} | {paired_ratio} | {n} |")
-    print_paired_by_state(out, names, rows, reference)
+    print_paired_by_state(out, names, rows, reference_name)
 
 
-def print_paired_by_state(out, names, rows, reference):
+def print_paired_by_state(out, names, rows, reference_name):
     """Per run and core-link state of its pairs, the pairs and their median ratio."""
-    ref_name = {name: ("base_bf16" if name.startswith("base_") and "base_bf16" in rows
-                       else "bf16") for name in names}
     lines = []
     for name in names:
-        if name not in rows or name == ref_name[name] or ref_name[name] not in rows:
+        ref = reference_name(name)
+        if name not in rows or name == ref or ref not in rows:
             continue
-        per_round, ref_rounds = rows[name][4], reference(name)[4]
+        per_round, ref_rounds = rows[name][4], rows[ref][4]
         by_state = {}
         for r in per_round:
             if r not in ref_rounds:
                 continue
-            states = {link_state(f"{out}/{n}.{r}.link") for n in (name, ref_name[name])}
+            states = {link_state(f"{out}/{n}.{r}.link") for n in (name, ref)}
             state = states.pop() if len(states) == 1 else "changed"
             by_state.setdefault(state, []).append(per_round[r] / ref_rounds[r])
         for state in ("close", "distant", "changed", "unknown"):
