@@ -76,7 +76,9 @@ class StagedFileWriter {
     }
   }
 
-  // The tail (padded to kAlign for O_DIRECT, then the file cut to its size), fsync, close.
+  // The tail (padded to kAlign for O_DIRECT, then the file cut to its size), fsync, close. The
+  // cut follows what was written, not whether O_DIRECT is still on: a filesystem that refuses
+  // the padded tail's O_DIRECT write takes it through the page cache, padding and all.
   void finish() {
     const size_t size = size_t(written_) + used_;
     if (used_ > 0) {
@@ -84,7 +86,7 @@ class StagedFileWriter {
       std::memset(staging_.get() + used_, 0, padded - used_);
       flush(padded);
     }
-    if (direct_ && ::ftruncate(fd_.get(), off_t(size)) != 0)
+    if (size_t(written_) != size && ::ftruncate(fd_.get(), off_t(size)) != 0)
       H2_THROW(Error, "truncating '{}' to {} bytes failed: {}", path_, size, std::strerror(errno));
     if (::fsync(fd_.get()) != 0)
       H2_THROW(Error, "fsync of '{}' failed: {}", path_, std::strerror(errno));
