@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json_int.h"
 #include "train/checkpoint/durable_io.h"
+#include "train/checkpoint/step_folders.h"
 
 namespace h2::checkpoint {
 namespace fs = std::filesystem;
@@ -23,7 +24,7 @@ std::string rank_sidecar(int rank) {
 }
 // DIR/.tmp_step_NNNNNN: where a save of `step` is written before its rename.
 fs::path tmp_folder(const std::string& dir, int64_t step) {
-  return fs::path(dir) / fmt::format(".tmp_step_{:06}", step);
+  return fs::path(dir) / tmp_step_folder_name(step);
 }
 
 std::string piece_key(Section section, const std::string& name) {
@@ -34,16 +35,14 @@ void barrier(comm::Communicator* group) {
   if (group != nullptr) group->barrier();
 }
 
-std::vector<fs::path> checkpoints_in(const std::string& dir) {
-  std::vector<fs::path> found;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(dir, error)) {
-    std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.starts_with("step_") && fs::exists(entry.path() / kManifest))
-      found.push_back(entry.path());
-  }
-  std::sort(found.begin(), found.end());  // step_NNNNNN sorts by step
-  return found;
+// Removes a checkpoint folder so that no moment of it looks complete: its manifest first (made
+// durable), then the rest. A kill in the middle leaves a folder no reader takes for a checkpoint,
+// which the next run's CheckpointDir removes.
+void retire(const fs::path& folder) {
+  if (!fs::exists(folder)) return;
+  fs::remove(folder / kManifest);
+  sync_directory(folder.string());
+  fs::remove_all(folder);
 }
 
 FileEntry write_text_durably(const fs::path& path, const std::string& text) {
@@ -183,7 +182,7 @@ std::string finish_save(comm::Communicator* group, const std::string& dir,
                         const TrainerState& state, int64_t keep_last) {
   const int rank = group != nullptr ? group->rank() : 0;
   const int ranks = group != nullptr ? group->size() : 1;
-  const fs::path final_dir = fs::path(dir) / fmt::format("step_{:06}", state.step);
+  const fs::path final_dir = fs::path(dir) / step_folder_name(state.step);
   const fs::path tmp = tmp_folder(dir, state.step);
   barrier(group);  // every rank's file and sidecar are on the disk
 
@@ -192,18 +191,17 @@ std::string finish_save(comm::Communicator* group, const std::string& dir,
     for (int r = 0; r < ranks; ++r) fs::remove(tmp / rank_sidecar(r));
     manifest.trainer_state = write_text_durably(tmp / kTrainerState, trainer_json(state));
     write_text_durably(tmp / kManifest, manifest_to_json(manifest));  // the folder is complete
-    fs::remove_all(final_dir);  // a checkpoint of the same step from an interrupted run
+    retire(final_dir);  // a checkpoint of the same step from an interrupted run
     fs::rename(tmp, final_dir);
     sync_directory(dir);
     if (keep_last > 0) {
-      auto all = checkpoints_in(dir);
-      // The manifest goes first: a kill in the middle leaves a folder no reader takes for a
-      // checkpoint (and the next run's CheckpointDir removes it).
-      for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) {
-        fs::remove(all[i] / kManifest);
-        sync_directory(all[i].string());
-        fs::remove_all(all[i]);
-      }
+      // The new checkpoint and the keep_last - 1 before it stay. Newer steps, another run's left
+      // in the folder (the trainer warns of them at its start), are not this run's to prune.
+      std::vector<fs::path> older;
+      for (const StepFolder& c : complete_checkpoints(dir))
+        if (c.step < state.step) older.push_back(c.path);
+      const size_t keep_older = size_t(keep_last - 1);
+      for (size_t i = 0; i + keep_older < older.size(); ++i) retire(older[i]);
     }
   }
   barrier(group);
@@ -229,9 +227,9 @@ std::string save_checkpoint(const std::string& dir, const TrainerState& state,
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
-  auto all = checkpoints_in(dir);
+  const std::vector<StepFolder> all = complete_checkpoints(dir);
   if (all.empty()) return std::nullopt;
-  return all.back().string();
+  return all.back().path.string();
 }
 
 TrainerState read_trainer_state(const std::string& checkpoint_dir) {

@@ -9,11 +9,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "core/error.h"
 #include "train/checkpoint/durable_io.h"
 #include "train/checkpoint/manifest.h"
+#include "train/checkpoint/step_folders.h"
 
 namespace h2::checkpoint {
 namespace fs = std::filesystem;
@@ -26,56 +28,67 @@ bool has_manifest(const fs::path& folder) {
   return fs::exists(folder / kManifest, error);
 }
 
-// Puts finished checkpoints in place and removes debris; see the header.
+// Puts finished checkpoints in place and removes debris; see the header. Only names H2 writes
+// are touched (step_N and .tmp_step_N, N decimal digits), and folders compare by their step.
 void tidy(const fs::path& dir, const std::function<void(const std::string&)>& log) {
   std::error_code error;
-  std::vector<fs::path> temporary, incomplete;
-  fs::path newest_complete;
+  std::vector<fs::path> temporary;
+  std::vector<StepFolder> incomplete;
+  std::optional<StepFolder> newest_complete;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
     if (!entry.is_directory(error)) continue;
     const std::string name = entry.path().filename().string();
-    if (name.starts_with(".tmp_step_")) temporary.push_back(entry.path());
-    if (name.starts_with("step_")) {
-      if (!has_manifest(entry.path()))
-        incomplete.push_back(entry.path());
-      else if (entry.path() > newest_complete)
-        newest_complete = entry.path();
-    }
+    if (name.starts_with(".tmp_") && step_of_folder(name.substr(5)))
+      temporary.push_back(entry.path());
+    const std::optional<int64_t> step = step_of_folder(name);
+    if (!step) continue;
+    if (!has_manifest(entry.path()))
+      incomplete.push_back({*step, entry.path()});
+    else if (!newest_complete || *step > newest_complete->step)
+      newest_complete = StepFolder{*step, entry.path()};
   }
   for (const fs::path& tmp : temporary) {
-    const fs::path final_dir =
-        dir / tmp.filename().string().substr(5);  // ".tmp_step_N" -> "step_N"
+    const std::string final_name = tmp.filename().string().substr(5);  // ".tmp_step_N" -> "step_N"
+    const fs::path final_dir = dir / final_name;
     // The manifest is the last file a save writes: with it the folder is a whole checkpoint that
-    // a kill stopped between its writing and its rename.
+    // a kill stopped between its writing and its rename. (A step folder with a manifest is whole
+    // too: a save retires the folder it replaces manifest first.)
     if (has_manifest(tmp) && !has_manifest(final_dir)) {
       fs::remove_all(final_dir, error);
       fs::rename(tmp, final_dir, error);
-      if (!error) {
+      if (error) {  // kept: the only copy of that step's state
         log(
-            fmt::format("checkpoint: {} was complete but not renamed (a kill during the save); "
-                        "it is now {}",
-                        tmp.string(), final_dir.string()));
-        if (final_dir > newest_complete) newest_complete = final_dir;
-        std::erase(incomplete, final_dir);
+            fmt::format("checkpoint: warning: {} is a complete checkpoint that could not be "
+                        "renamed to {} ({}); it is left as it is, and resuming ignores it",
+                        tmp.string(), final_dir.string(), error.message()));
         continue;
       }
+      log(
+          fmt::format("checkpoint: {} was complete but not renamed (a kill during the save); "
+                      "it is now {}",
+                      tmp.string(), final_dir.string()));
+      const int64_t step = *step_of_folder(final_name);
+      if (!newest_complete || step > newest_complete->step)
+        newest_complete = StepFolder{step, final_dir};
+      std::erase_if(incomplete, [&](const StepFolder& f) { return f.path == final_dir; });
+      continue;
     }
     fs::remove_all(tmp, error);
     log(fmt::format("checkpoint: removed {}, an unfinished save", tmp.string()));
   }
-  for (const fs::path& folder : incomplete) {
-    if (folder < newest_complete) {  // a kill while pruning old checkpoints
-      fs::remove_all(folder, error);
-      log(fmt::format("checkpoint: removed {}, left half-pruned (no {})", folder.string(),
+  for (const StepFolder& folder : incomplete) {
+    if (newest_complete && folder.step < newest_complete->step) {  // a kill while pruning
+      fs::remove_all(folder.path, error);
+      log(fmt::format("checkpoint: removed {}, left half-pruned (no {})", folder.path.string(),
                       kManifest));
     } else {
       log(fmt::format(
           "checkpoint: warning: {} has no {} and is not a checkpoint; resuming "
           "ignores it{}",
-          folder.string(), kManifest,
-          newest_complete.empty()
-              ? ""
-              : fmt::format(" (the newest complete one is {})", newest_complete.string())));
+          folder.path.string(), kManifest,
+          newest_complete
+              ? fmt::format(" (the newest complete one is {})", newest_complete->path.string())
+              : ""));
     }
   }
   sync_directory(dir.string());
@@ -112,7 +125,12 @@ CheckpointDir::CheckpointDir(const std::string& dir, const std::string& origin,
   if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, holder.data(), holder.size(), 0) < 0) {
     // The lock holds without the note; only the message to a second trainer is poorer.
   }
-  tidy(dir, log);
+  try {
+    tidy(dir, log);
+  } catch (...) {
+    ::close(lock_fd_);  // the destructor of an object never constructed does not run
+    throw;
+  }
 }
 
 CheckpointDir::~CheckpointDir() {
