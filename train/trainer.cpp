@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <tuple>
 
@@ -19,6 +20,7 @@
 #include "parallel/runtime/plan_runtime.h"
 #include "train/background_saves.h"
 #include "train/checkpoint/checkpoint_dir.h"
+#include "train/checkpoint/step_folders.h"
 #include "train/checkpoint_state.h"
 #include "train/config/job_plan.h"
 #include "train/data/sampler.h"
@@ -191,11 +193,34 @@ struct Trainer::State {
     return agreed;
   }
 
+  // Every rank found the same newest checkpoint (collective): each lists checkpoint.dir itself,
+  // and a shared filesystem's stale listing on one node would have it load another step.
+  void check_ranks_agree(const std::optional<std::string>& latest) {
+    if (job.size() == 1) return;
+    const auto step_of = [](const std::optional<std::string>& folder) -> double {
+      if (!folder) return -1;
+      return double(
+          checkpoint::step_of_folder(std::filesystem::path(*folder).filename().string()).value());
+    };
+    const std::vector<std::vector<double>> steps =
+        parallel::gather_doubles(job, runtime.cpu(), {step_of(latest)});
+    for (size_t r = 1; r < steps.size(); ++r)
+      if (steps[r][0] != steps[0][0])
+        H2_THROW(Error,
+                 "ranks see different newest checkpoints in '{}': rank 0 {}, rank {} {}; a shared "
+                 "filesystem's listing may be stale on one node",
+                 config.checkpoint.dir, describe_step(steps[0][0]), r, describe_step(steps[r][0]));
+  }
+  static std::string describe_step(double step) {
+    return step < 0 ? std::string("none") : checkpoint::step_folder_name(int64_t(step));
+  }
+
   // Loads the newest checkpoint in checkpoint.dir (written by any plan); returns the steps it had
   // completed (0: none). A checkpoint without optimizer state (`h2 import`) starts the moments at
   // zero.
   int64_t resume() {
     auto latest = checkpoint::latest_checkpoint(config.checkpoint.dir);
+    check_ranks_agree(latest);
     if (!latest) return 0;
     const checkpoint::TrainerState saved = checkpoint::read_trainer_state(*latest);
     if (saved.step > config.train.steps)
@@ -335,6 +360,13 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
   TrainSummary summary;
   const bool checkpoints = !s.config.checkpoint.dir.empty();
   const int64_t first_step = State::resuming(s.config) ? s.resume() : 0;
+  if (checkpoints && !State::resuming(s.config) && s.rank == 0)
+    if (auto earlier = checkpoint::latest_checkpoint(s.config.checkpoint.dir))
+      s.print(fmt::format(
+          "checkpoint: warning: {} already holds checkpoints of an earlier run, up to {}; this "
+          "run starts afresh (checkpoint.resume is false) and saves beside them, and a later "
+          "resume takes the newest step of either run",
+          s.config.checkpoint.dir, *earlier));
   summary.first_step = summary.steps = first_step;
   if (first_step == t.steps) {  // a finished run started again (a requeued job): nothing to do
     s.print(fmt::format("nothing to train: {} is at train.steps ({})", s.resumed_from, t.steps));

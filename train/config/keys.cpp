@@ -273,7 +273,9 @@ const KeyInfo kKeys[] = {
     {"checkpoint.every", KT::integer, &field<&TC::checkpoint, &CC::every>,
      "steps between checkpoints; 0: only at the end", at_least(0)},
     {"checkpoint.keep_last", KT::integer, &field<&TC::checkpoint, &CC::keep_last>,
-     "checkpoints kept; 0 keeps all", at_least(0)},
+     "checkpoints kept: each save keeps itself and the keep_last - 1 before it (higher "
+     "steps, another run's, stay); 0 keeps all",
+     at_least(0)},
     {"checkpoint.resume", KT::boolean, &field<&TC::checkpoint, &CC::resume>,
      "resume from the newest checkpoint in dir"},
     {"checkpoint.async", KT::boolean, &field<&TC::checkpoint, &CC::async>,

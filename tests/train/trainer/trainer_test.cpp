@@ -1,7 +1,8 @@
 // The training loop end to end on a small model: two runs with the same seed are bit-identical
 // (loss, evaluation loss and every parameter); the model learns to use context (training and
 // evaluation losses below the unigram entropies of their splits); a resumed run equals an
-// uninterrupted one; background checkpoints equal synchronous ones.
+// uninterrupted one; a fresh run warns of an earlier run's checkpoints; background checkpoints
+// equal synchronous ones.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,8 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backends/registry.h"
 #include "comm/world/world.h"
@@ -47,12 +51,17 @@ struct TrainRun {
   std::vector<std::vector<float>> params;
 };
 
-TrainRun train_once(const config::TrainConfig& cfg) {
+// One run on this process alone; `lines`, when given, receives what the trainer prints.
+TrainRun train_once(const config::TrainConfig& cfg, std::vector<std::string>* lines = nullptr) {
   RuntimeOptions options = RuntimeOptions::from_env();
   auto runtime = create_runtime(options);
   auto alone = comm::loopback_communicator();
   Trainer trainer(
-      cfg, *runtime, [](const std::string&) {}, *alone);
+      cfg, *runtime,
+      [lines](const std::string& line) {
+        if (lines != nullptr) lines->push_back(line);
+      },
+      *alone);
   TrainRun run{trainer.run(), {}};
   for (auto& p : trainer.model().named_parameters())
     run.params.push_back(tensor_to_floats(p.param));
@@ -125,6 +134,32 @@ TEST(Trainer, ResumedRunEqualsUninterruptedRun) {
   for (size_t i = 0; i < resumed.params.size(); ++i)
     EXPECT_EQ(resumed.params[i], uninterrupted.params[i]) << "parameter " << i;
   EXPECT_EQ(resumed.summary.final_loss, uninterrupted.summary.final_loss);
+  std::filesystem::remove_all(dir);
+}
+
+// A fresh run (checkpoint.resume false) in a folder holding an earlier run's checkpoints says so
+// before it trains, naming the newest; a run into an empty folder does not.
+TEST(Trainer, AFreshRunWarnsOfAnEarlierRunsCheckpoints) {
+  const auto dir = std::filesystem::temp_directory_path() / "h2_trainer_earlier_checkpoints";
+  std::filesystem::remove_all(dir);
+  config::TrainConfig cfg = small_config();
+  cfg.train.steps = 4;
+  cfg.train.eval_every = 0;
+  cfg.checkpoint.dir = dir.string();
+  cfg.checkpoint.every = 2;
+  auto lines_of_a_run = [&] {
+    std::vector<std::string> lines;
+    train_once(cfg, &lines);
+    return fmt::format("{}", fmt::join(lines, "\n"));
+  };
+  const std::string first = lines_of_a_run();
+  EXPECT_EQ(first.find("earlier run"), std::string::npos) << first;
+  const std::string second = lines_of_a_run();
+  EXPECT_NE(second.find(fmt::format("checkpoint: warning: {} already holds checkpoints of an "
+                                    "earlier run, up to {}",
+                                    dir.string(), (dir / "step_000004").string())),
+            std::string::npos)
+      << second;
   std::filesystem::remove_all(dir);
 }
 
