@@ -110,6 +110,12 @@ std::string gemm_provider_name(GemmProvider provider) {
   return provider == GemmProvider::onednn ? "onednn" : "openblas";
 }
 
+std::string gemm_kernels_name(GemmProvider provider) {
+  return gemm_provider_name(provider) + " " +
+         (provider == GemmProvider::onednn ? OneDnnGemm::kernel_isa()
+                                           : std::string(openblas_get_corename()));
+}
+
 GemmProvider parse_gemm_provider(const std::string& name, const std::string& where) {
   if (name == "onednn") return GemmProvider::onednn;
   if (name == "openblas") return GemmProvider::openblas;

@@ -221,27 +221,37 @@ CpuPeak cpu_gemm_peak(KernelContext& context, int threads, bool bf16, const fs::
                       double max_foreign_share) {
   const CpuIdentity cpu = CpuIdentity::of_this_machine();
   const std::string library = gemm_provider_name(context.gemm_provider());
+  // The library's own settings (ONEDNN_MAX_CPU_ISA, OPENBLAS_CORETYPE) choose its kernels too.
+  const std::string kernels = gemm_kernels_name(context.gemm_provider());
   const std::string dtype = bf16 ? "bf16" : "f32";
   // A capped run (H2_CPU_MAX_ISA) measures the older CPU's kernels: a peak of its own.
   const std::string max_isa = cpu_isa_level_name(cpu_isa_cap());
   const std::string what =
-      fmt::format("{} {} GEMM {}^3, {} threads{}", library, dtype, kSize, threads,
+      fmt::format("{} {} GEMM {}^3, {} threads{}", kernels, dtype, kSize, threads,
                   max_isa == "native" ? "" : ", H2_CPU_MAX_ISA=" + max_isa);
   std::optional<CacheLock> lock;
   if (!cache.empty()) lock.emplace(cache);
   nlohmann::json j = cache.empty() ? nlohmann::json::object() : read_cache(cache);
+  // Fields compared as JSON values, so that an entry edited by hand into another type is just
+  // another key (json::value() would throw, failing every run until the file was deleted).
   auto same_key = [&](const nlohmann::json& e) {
-    return e.is_object() && e.value("cpu", "") == cpu.model && e.value("flags", "") == cpu.flags &&
-           e.value("threads", 0) == threads && e.value("gemm", "") == library &&
-           e.value("dtype", "") == dtype && e.value("max_isa", "native") == max_isa;
+    auto is = [&](const char* key, const nlohmann::json& want) {
+      return e.contains(key) && e[key] == want;
+    };
+    return e.is_object() && is("cpu", cpu.model) && is("flags", cpu.flags) &&
+           is("threads", threads) && is("gemm", library) && is("kernels", kernels) &&
+           is("dtype", dtype) &&
+           (e.contains("max_isa") ? is("max_isa", max_isa) : max_isa == "native");
   };
-  if (j.contains("entries"))
+  if (j.contains("entries") && j["entries"].is_array())
     for (const nlohmann::json& e : j["entries"])
       if (same_key(e) && e.contains("gflops") && e["gflops"].is_number() &&
-          e["gflops"].get<double>() > 0)
+          e["gflops"].get<double>() > 0) {
+        const bool dated = e.contains("measured_at") && e["measured_at"].is_string();
         return {e["gflops"].get<double>(),
                 fmt::format("measured on this machine ({}, {}; cached in {})", what,
-                            e.value("measured_at", "?"), cache.string())};
+                            dated ? e["measured_at"].get<std::string>() : "?", cache.string())};
+      }
 
   const PeakMeasurement m = measure_gemm_peak(context, threads, bf16);
   const double gflops = m.gflops;
@@ -255,13 +265,14 @@ CpuPeak cpu_gemm_peak(KernelContext& context, int threads, bool bf16, const fs::
                                 what, m.foreign_cpu_seconds, m.seconds)};
   }
   if (!cache.empty()) {
-    if (!j.contains("entries")) j["entries"] = nlohmann::json::array();
+    if (!j.contains("entries") || !j["entries"].is_array()) j["entries"] = nlohmann::json::array();
     auto& entries = j["entries"];
     entries.erase(std::remove_if(entries.begin(), entries.end(), same_key), entries.end());
     entries.push_back({{"cpu", cpu.model},
                        {"flags", cpu.flags},
                        {"threads", threads},
                        {"gemm", library},
+                       {"kernels", kernels},
                        {"dtype", dtype},
                        {"max_isa", max_isa},
                        {"gflops", gflops},

@@ -3,13 +3,13 @@
 //
 // Measured as the best of 4 timed 2048^3 f32 GEMMs (after one warm-up) through the device's GEMM
 // library on its kernel threads, about 0.5 s on 2 cores; cached in a JSON file, one entry per
-// (CPU model and generation, ISA flags, threads, GEMM library), so a job pays it once per
-// machine. Delete the file (or an entry) to measure again; H2_CPU_PEAK_GFLOPS overrides both.
-// Ranks starting together take turns (a lock file beside the cache): the first measures, the
-// others read its figure. A machine busy with other work while it measures reads low (a figure
-// cached so made once showed MFU 114%): when other processes used more than a share of a core
-// during the measurement (/proc/stat against this process's CPU time), the figure serves this run
-// and is not cached.
+// (CPU model and generation, ISA flags, threads, GEMM library and the kernels it chose, which
+// ONEDNN_MAX_CPU_ISA or OPENBLAS_CORETYPE change too), so a job pays it once per machine. Delete
+// the file (or an entry) to measure again; H2_CPU_PEAK_GFLOPS overrides both. Ranks starting
+// together take turns (a lock file beside the cache): the first measures, the others read its
+// figure. A machine busy with other work while it measures reads low (a figure cached so made once
+// showed MFU 114%): when other processes used more than a share of a core during the measurement
+// (/proc/stat against this process's CPU time), the figure serves this run and is not cached.
 #pragma once
 
 #include <filesystem>

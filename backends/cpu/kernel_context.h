@@ -20,6 +20,10 @@ namespace h2::cpu {
 enum class GemmProvider { onednn, openblas };
 
 std::string gemm_provider_name(GemmProvider provider);
+// The kernels that library runs in this process, which its own settings choose as well as the
+// CPU (ONEDNN_MAX_CPU_ISA, OPENBLAS_CORETYPE): oneDNN's effective ISA or OpenBLAS's core, e.g.
+// "onednn avx512_core_bf16", "openblas Haswell".
+std::string gemm_kernels_name(GemmProvider provider);
 // "onednn" or "openblas"; anything else throws ConfigError naming `where` and the value.
 GemmProvider parse_gemm_provider(const std::string& name, const std::string& where);
 

@@ -1,8 +1,9 @@
 // The CPU's measured GEMM peak (backends/cpu/cpu_peak.h): a measurement that computed the right
 // product, a cache that is read back (a planted figure comes back verbatim), keyed by CPU (name
-// and generation), threads, library and operand type (other entries kept), rewritten when
-// corrupt, not written when another process kept a core busy during the measurement; and the
-// device's MFU peak from H2_CPU_PEAK_GFLOPS when set.
+// and generation), threads, library, the library's kernels and operand type (other entries
+// kept), rewritten when corrupt, entries of other types taken for other keys, not written when
+// another process kept a core busy during the measurement; and the device's MFU peak from
+// H2_CPU_PEAK_GFLOPS when set.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -120,31 +121,45 @@ TEST(CpuPeak, EntriesAreKeyedByThreadsAndLibraryAndOthersAreKept) {
   const fs::path cache = fresh_cache("keys");
   fs::create_directories(cache.parent_path());
   const CpuIdentity cpu = CpuIdentity::of_this_machine();
+  const std::string kernels = gemm_kernels_name(GemmProvider::openblas);  // "openblas Haswell"
   nlohmann::json planted = {{"entries",
                              {{{"cpu", "another CPU"},
                                {"flags", cpu.flags},
                                {"threads", 1},
                                {"gemm", "openblas"},
+                               {"kernels", kernels},
                                {"dtype", "f32"},
                                {"gflops", 777.0}},
+                              // OpenBLAS's other kernels (OPENBLAS_CORETYPE), listed first.
                               {{"cpu", cpu.model},
                                {"flags", cpu.flags},
                                {"threads", 7},
                                {"gemm", "openblas"},
+                               {"kernels", kernels + "X"},
+                               {"dtype", "f32"},
+                               {"gflops", 666.0}},
+                              {{"cpu", cpu.model},
+                               {"flags", cpu.flags},
+                               {"threads", 7},
+                               {"gemm", "openblas"},
+                               {"kernels", kernels},
                                {"dtype", "f32"},
                                {"gflops", 888.0}},
                               {{"cpu", cpu.model},
                                {"flags", cpu.flags},
                                {"threads", 7},
                                {"gemm", "openblas"},
+                               {"kernels", kernels},
                                {"dtype", "f32"},
                                {"max_isa", "avx2"},
                                {"gflops", 999.0}}}}};
   std::ofstream(cache) << planted.dump();
   KernelContext blas(GemmProvider::openblas);
   const CpuPeak measured = cpu_gemm_peak(blas, 1, false, cache, kAnyLoad);  // no entry is this key
-  for (double planted_gflops : {777.0, 888.0, 999.0}) EXPECT_NE(measured.gflops, planted_gflops);
-  EXPECT_EQ(read_json(cache)["entries"].size(), 4u);
+  for (double planted_gflops : {777.0, 666.0, 888.0, 999.0})
+    EXPECT_NE(measured.gflops, planted_gflops);
+  EXPECT_EQ(read_json(cache)["entries"].size(), 5u);
+  EXPECT_EQ(read_json(cache)["entries"][4]["kernels"], kernels);
   const double seven = cpu_gemm_peak(blas, 7, false, cache, kAnyLoad).gflops;
   const std::string cap = cpu_isa_level_name(cpu_isa_cap());
   if (cap == "native") {
@@ -166,6 +181,38 @@ TEST(CpuPeak, ACorruptCacheIsMeasuredAgainAndRewritten) {
   const CpuPeak peak = cpu_gemm_peak(context, 1, false, cache, kAnyLoad);
   EXPECT_GT(peak.gflops, 0.1);
   EXPECT_EQ(read_json(cache)["entries"].size(), 1u);
+  fs::remove_all(cache.parent_path().parent_path());
+}
+
+// Entries edited by hand into other types are other keys, not errors: the run measures, keeps
+// them, and an entry of its own key with an odd date is served with "?" for it.
+TEST(CpuPeak, EntriesOfOtherTypesAreNotErrors) {
+  const fs::path cache = fresh_cache("types");
+  fs::create_directories(cache.parent_path());
+  const CpuIdentity cpu = CpuIdentity::of_this_machine();
+  KernelContext blas(GemmProvider::openblas);
+  nlohmann::json planted = {{"entries",
+                             {{{"cpu", 5}, {"gflops", 1}},
+                              {{"cpu", cpu.model},
+                               {"flags", cpu.flags},
+                               {"threads", "3"},
+                               {"gemm", "openblas"},
+                               {"kernels", gemm_kernels_name(GemmProvider::openblas)},
+                               {"dtype", "f32"},
+                               {"gflops", 333.0}}}}};
+  std::ofstream(cache) << planted.dump();
+  const CpuPeak measured = cpu_gemm_peak(blas, 3, false, cache, kAnyLoad);
+  EXPECT_NE(measured.gflops, 333.0);
+  EXPECT_EQ(read_json(cache)["entries"].size(), 3u);
+
+  nlohmann::json j = read_json(cache);
+  j["entries"][2]["measured_at"] = 12;
+  j["entries"][2]["gflops"] = 444.0;
+  std::ofstream(cache) << j.dump();
+  const CpuPeak cached = cpu_gemm_peak(blas, 3, false, cache, kAnyLoad);
+  EXPECT_EQ(cached.gflops, 444.0);
+  EXPECT_NE(cached.source.find("openblas"), std::string::npos) << cached.source;
+  EXPECT_NE(cached.source.find(", ?; cached in"), std::string::npos) << cached.source;
   fs::remove_all(cache.parent_path().parent_path());
 }
 

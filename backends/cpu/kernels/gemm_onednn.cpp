@@ -206,6 +206,30 @@ OneDnnGemm::OneDnnGemm() {
 
 OneDnnGemm::~OneDnnGemm() = default;
 
+std::string OneDnnGemm::kernel_isa() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  switch (isa) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return fmt::format("{:#x}", unsigned(isa));
+  }
+}
+
 namespace {
 
 Key key_of(const GemmCall& call, bool user_scratchpad) {

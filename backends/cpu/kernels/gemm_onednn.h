@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/dtype.h"
 
@@ -47,6 +48,9 @@ class OneDnnGemm {
   // H2_CPU_MAX_ISA leaves them; elsewhere it has no bf16 matmul, or an emulated one slower than
   // f32, and callers widen to f32).
   bool native_bf16() const { return native_bf16_; }
+  // The instruction set oneDNN dispatches to in this process (its effective ISA, after
+  // H2_CPU_MAX_ISA and ONEDNN_MAX_CPU_ISA): "avx2", "avx512_core_bf16", ...
+  static std::string kernel_isa();
   // Runs `call` on `threads` OpenMP threads (1 inside a parallel region). Throws Error naming
   // the shape if oneDNN refuses it. Not from two threads at once: the primitives share the
   // library's scratchpad (one primitive run by two threads together gave wrong sums).
