@@ -33,27 +33,47 @@ uint32_t probe() {
   const bool amx_state = ((xcr0 >> 17) & 3u) == 3u;
   unsigned max_leaf = 0, unused = 0;
   __get_cpuid(0, &max_leaf, &unused, &unused, &unused);
-  unsigned b7 = 0, d7 = 0, a7_1 = 0;
+  unsigned b7 = 0, c7 = 0, d7 = 0, a7_1 = 0;
   if (max_leaf >= 7) {
-    unsigned a7 = 0, c7 = 0;
+    unsigned a7 = 0;
     __cpuid_count(7, 0, a7, b7, c7, d7);
     if (a7 >= 1) __cpuid_count(7, 1, a7_1, unused, unused, unused);
   }
+  unsigned max_extended = 0, c_ext = 0;
+  __get_cpuid(0x80000000u, &max_extended, &unused, &unused, &unused);
+  if (max_extended >= 0x80000001u) __get_cpuid(0x80000001u, &unused, &unused, &c_ext, &unused);
   const bool avx512f = avx512_state && ((b7 >> 16) & 1u);
   const bool has[] = {
-      avx && avx_state,                // avx
-      avx_state && ((b7 >> 5) & 1u),   // avx2
-      fma && avx_state,                // fma
-      f16c && avx_state,               // f16c
-      ((b7 >> 8) & 1u) != 0,           // bmi2
-      avx512f,                         // avx512f
-      avx512f && ((b7 >> 30) & 1u),    // avx512bw
-      avx512f && ((b7 >> 17) & 1u),    // avx512dq
-      avx512f && ((b7 >> 31) & 1u),    // avx512vl
-      avx512f && ((a7_1 >> 5) & 1u),   // avx512_bf16
-      amx_state && ((d7 >> 22) & 1u),  // amx_bf16
+      avx && avx_state,                 // avx
+      avx_state && ((b7 >> 5) & 1u),    // avx2
+      fma && avx_state,                 // fma
+      f16c && avx_state,                // f16c
+      ((b7 >> 8) & 1u) != 0,            // bmi2
+      avx512f,                          // avx512f
+      avx512f && ((b7 >> 30) & 1u),     // avx512bw
+      avx512f && ((b7 >> 17) & 1u),     // avx512dq
+      avx512f && ((b7 >> 31) & 1u),     // avx512vl
+      avx512f && ((a7_1 >> 5) & 1u),    // avx512_bf16
+      amx_state && ((d7 >> 22) & 1u),   // amx_bf16
+      ((b7 >> 3) & 1u) != 0,            // bmi1
+      ((c_ext >> 5) & 1u) != 0,         // lzcnt (ABM)
+      ((ecx >> 22) & 1u) != 0,          // movbe
+      ((ecx >> 23) & 1u) != 0,          // popcnt
+      avx512f && ((b7 >> 28) & 1u),     // avx512cd
+      avx512f && ((c7 >> 1) & 1u),      // avx512vbmi
+      avx512f && ((c7 >> 6) & 1u),      // avx512vbmi2
+      avx512f && ((c7 >> 11) & 1u),     // avx512vnni
+      avx512f && ((b7 >> 21) & 1u),     // avx512ifma
+      avx512f && ((c7 >> 12) & 1u),     // avx512bitalg
+      avx512f && ((c7 >> 14) & 1u),     // avx512vpopcntdq
+      avx512f && ((d7 >> 8) & 1u),      // avx512vp2intersect
+      avx512f && ((d7 >> 23) & 1u),     // avx512fp16
+      ((c7 >> 8) & 1u) != 0,            // gfni
+      avx_state && ((c7 >> 9) & 1u),    // vaes
+      avx_state && ((c7 >> 10) & 1u),   // vpclmulqdq
+      avx_state && ((a7_1 >> 4) & 1u),  // avxvnni
   };
-  static_assert(sizeof has == unsigned(CpuFeature::amx_bf16) + 1);
+  static_assert(sizeof has == unsigned(CpuFeature::avxvnni) + 1);
   uint32_t mask = 0;
   for (unsigned i = 0; i < sizeof has; ++i)
     if (has[i]) mask |= 1u << i;
@@ -76,9 +96,12 @@ struct LevelInfo {
   uint32_t visible;
 };
 constexpr uint32_t kAvx2 = bit(CpuFeature::avx) | bit(CpuFeature::avx2) | bit(CpuFeature::fma) |
-                           bit(CpuFeature::f16c) | bit(CpuFeature::bmi2);
+                           bit(CpuFeature::f16c) | bit(CpuFeature::bmi2) | bit(CpuFeature::bmi1) |
+                           bit(CpuFeature::lzcnt) | bit(CpuFeature::movbe) |
+                           bit(CpuFeature::popcnt);
 constexpr uint32_t kAvx512 = kAvx2 | bit(CpuFeature::avx512f) | bit(CpuFeature::avx512bw) |
-                             bit(CpuFeature::avx512dq) | bit(CpuFeature::avx512vl);
+                             bit(CpuFeature::avx512dq) | bit(CpuFeature::avx512vl) |
+                             bit(CpuFeature::avx512cd);
 constexpr uint32_t kAvx512Bf16 = kAvx512 | bit(CpuFeature::avx512_bf16);
 constexpr LevelInfo kLevels[] = {{"avx2", kAvx2},
                                  {"avx512", kAvx512},

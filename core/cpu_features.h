@@ -28,11 +28,33 @@ enum class CpuFeature : uint8_t {
   avx512_bf16,
   amx_bf16,  // the tile registers' state granted by the OS too; Linux also wants a request
              // (arch_prctl) before the first tile instruction, which oneDNN makes
+  // What else a compiler's -march may let it emit anywhere (x86-64-v3 has the first four; a
+  // -march=native build on a newer CPU the rest): for the CPU backend's load-time check, which
+  // compares them with the kernels' build. No kernel dispatches on them; the H2_CPU_MAX_ISA
+  // levels show the first four from avx2 on and avx512cd from avx512 on, the rest only natively.
+  bmi1,
+  lzcnt,
+  movbe,
+  popcnt,
+  avx512cd,
+  avx512vbmi,
+  avx512vbmi2,
+  avx512vnni,
+  avx512ifma,
+  avx512bitalg,
+  avx512vpopcntdq,
+  avx512vp2intersect,
+  avx512fp16,
+  gfni,
+  vaes,
+  vpclmulqdq,
+  avxvnni,
 };
 
 // The newest instruction sets run-time dispatch may use, oldest first. Each level adds features
-// to the one before: avx2 (AVX, AVX2, FMA, F16C, BMI2), avx512 (AVX512F/BW/DQ/VL), avx512_bf16,
-// amx (AMX's bf16 tiles); native adds nothing and hides nothing.
+// to the one before: avx2 (AVX, AVX2, FMA, F16C, BMI1/2, LZCNT, MOVBE, POPCNT), avx512
+// (AVX512F/BW/CD/ DQ/VL), avx512_bf16, amx (AMX's bf16 tiles); native adds nothing and hides
+// nothing.
 enum class CpuIsaLevel : uint8_t { avx2, avx512, avx512_bf16, amx, native };
 
 // H2_CPU_MAX_ISA's spelling of `level`, and its inverse: false for anything but those names

@@ -13,10 +13,33 @@ namespace h2::cpu {
 
 uint32_t cpu_isa_mask() {
   // kIsaNames' features, in its order.
-  constexpr CpuFeature kFeatures[] = {
-      CpuFeature::avx,      CpuFeature::avx2,       CpuFeature::fma,      CpuFeature::f16c,
-      CpuFeature::bmi2,     CpuFeature::avx512f,    CpuFeature::avx512bw, CpuFeature::avx512dq,
-      CpuFeature::avx512vl, CpuFeature::avx512_bf16};
+  constexpr CpuFeature kFeatures[] = {CpuFeature::avx,
+                                      CpuFeature::avx2,
+                                      CpuFeature::fma,
+                                      CpuFeature::f16c,
+                                      CpuFeature::bmi2,
+                                      CpuFeature::avx512f,
+                                      CpuFeature::avx512bw,
+                                      CpuFeature::avx512dq,
+                                      CpuFeature::avx512vl,
+                                      CpuFeature::avx512_bf16,
+                                      CpuFeature::bmi1,
+                                      CpuFeature::lzcnt,
+                                      CpuFeature::movbe,
+                                      CpuFeature::popcnt,
+                                      CpuFeature::avx512cd,
+                                      CpuFeature::avx512vbmi,
+                                      CpuFeature::avx512vbmi2,
+                                      CpuFeature::avx512vnni,
+                                      CpuFeature::avx512ifma,
+                                      CpuFeature::avx512bitalg,
+                                      CpuFeature::avx512vpopcntdq,
+                                      CpuFeature::avx512vp2intersect,
+                                      CpuFeature::avx512fp16,
+                                      CpuFeature::gfni,
+                                      CpuFeature::vaes,
+                                      CpuFeature::vpclmulqdq,
+                                      CpuFeature::avxvnni};
   static_assert(std::size(kFeatures) == kIsaCount);
   uint32_t mask = 0;
   for (int i = 0; i < kIsaCount; ++i)

@@ -36,6 +36,57 @@ uint32_t kernel_isa_mask() {
 #if defined(__AVX512BF16__)
   mask |= 1u << 9;
 #endif
+#if defined(__BMI__)
+  mask |= 1u << 10;
+#endif
+#if defined(__LZCNT__)
+  mask |= 1u << 11;
+#endif
+#if defined(__MOVBE__)
+  mask |= 1u << 12;
+#endif
+#if defined(__POPCNT__)
+  mask |= 1u << 13;
+#endif
+#if defined(__AVX512CD__)
+  mask |= 1u << 14;
+#endif
+#if defined(__AVX512VBMI__)
+  mask |= 1u << 15;
+#endif
+#if defined(__AVX512VBMI2__)
+  mask |= 1u << 16;
+#endif
+#if defined(__AVX512VNNI__)
+  mask |= 1u << 17;
+#endif
+#if defined(__AVX512IFMA__)
+  mask |= 1u << 18;
+#endif
+#if defined(__AVX512BITALG__)
+  mask |= 1u << 19;
+#endif
+#if defined(__AVX512VPOPCNTDQ__)
+  mask |= 1u << 20;
+#endif
+#if defined(__AVX512VP2INTERSECT__)
+  mask |= 1u << 21;
+#endif
+#if defined(__AVX512FP16__)
+  mask |= 1u << 22;
+#endif
+#if defined(__GFNI__)
+  mask |= 1u << 23;
+#endif
+#if defined(__VAES__)
+  mask |= 1u << 24;
+#endif
+#if defined(__VPCLMULQDQ__)
+  mask |= 1u << 25;
+#endif
+#if defined(__AVXVNNI__)
+  mask |= 1u << 26;
+#endif
   return mask;
 }
 

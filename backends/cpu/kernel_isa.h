@@ -11,10 +11,37 @@
 
 namespace h2::cpu {
 
-// x86 features as bits; kIsaNames[i] names bit i, as /proc/cpuinfo spells it.
-inline constexpr const char* kIsaNames[] = {"avx",      "avx2",       "fma",      "f16c",
-                                            "bmi2",     "avx512f",    "avx512bw", "avx512dq",
-                                            "avx512vl", "avx512_bf16"};
+// x86 features as bits; kIsaNames[i] names bit i, as /proc/cpuinfo spells it ("abm": LZCNT).
+// Every feature a compiler's -march may enable for code it generates on its own, not only those
+// the kernels dispatch on: a -march=native build from a newer CPU uses AVX512_VBMI's byte
+// permutes in the FP8 encoders, which a CPU with every AVX-512 feature up to BF16 lacks.
+inline constexpr const char* kIsaNames[] = {"avx",
+                                            "avx2",
+                                            "fma",
+                                            "f16c",
+                                            "bmi2",
+                                            "avx512f",
+                                            "avx512bw",
+                                            "avx512dq",
+                                            "avx512vl",
+                                            "avx512_bf16",
+                                            "bmi1",
+                                            "abm",
+                                            "movbe",
+                                            "popcnt",
+                                            "avx512cd",
+                                            "avx512vbmi",
+                                            "avx512_vbmi2",
+                                            "avx512_vnni",
+                                            "avx512ifma",
+                                            "avx512_bitalg",
+                                            "avx512_vpopcntdq",
+                                            "avx512_vp2intersect",
+                                            "avx512_fp16",
+                                            "gfni",
+                                            "vaes",
+                                            "vpclmulqdq",
+                                            "avx_vnni"};
 inline constexpr int kIsaCount = int(std::size(kIsaNames));
 
 // The features the kernels' compiler flags enabled, from the compiler's predefined macros in a
