@@ -154,14 +154,16 @@ fs::path default_peak_cache() {
 namespace {
 
 // CPU seconds the whole machine spent busy so far (/proc/stat's first line: user, nice, system,
-// irq, softirq; USER_HZ ticks), or -1 where it cannot be read.
+// irq, softirq, and steal: a virtual machine's time taken by the host for others, which slows a
+// measurement as another process would; USER_HZ ticks), or -1 where it cannot be read.
 double machine_busy_seconds() {
   std::ifstream stat("/proc/stat");
   std::string cpu;
-  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
   if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) || cpu != "cpu")
     return -1;
-  return (user + nice + system + irq + softirq) / double(sysconf(_SC_CLK_TCK));
+  if (!(stat >> steal)) steal = 0;  // kernels before 2.6.11 have no steal column
+  return (user + nice + system + irq + softirq + steal) / double(sysconf(_SC_CLK_TCK));
 }
 
 double own_cpu_seconds() {
