@@ -5,6 +5,8 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -40,14 +42,18 @@ std::string cpu_model_name() {
 void warn_if_openblas_exceeds_the_cap() {
   const CpuIsaLevel cap = cpu_isa_cap();
   if (cap == CpuIsaLevel::native || cap == CpuIsaLevel::amx) return;
-  const std::string core = openblas_get_corename();
-  const bool avx512_core = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
-  const bool bf16_core = core == "Cooperlake" || core == "SapphireRapids";
+  // Lower case: a DYNAMIC_ARCH OpenBLAS says "SkylakeX", one built for a single core "SKYLAKEX".
+  std::string core = openblas_get_corename();
+  std::transform(core.begin(), core.end(), core.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  const bool avx512_core = core == "skylakex" || core == "cooperlake" || core == "sapphirerapids";
+  const bool bf16_core = core == "cooperlake" || core == "sapphirerapids";
   if ((cap == CpuIsaLevel::avx2 && avx512_core) || (cap == CpuIsaLevel::avx512 && bf16_core))
     H2_LOG_WARN(
         "H2_CPU_MAX_ISA={} does not reach OpenBLAS, which loaded its {} kernels: set "
         "OPENBLAS_CORETYPE={} too",
-        cpu_isa_level_name(cap), core, cap == CpuIsaLevel::avx2 ? "Haswell" : "SkylakeX");
+        cpu_isa_level_name(cap), openblas_get_corename(),
+        cap == CpuIsaLevel::avx2 ? "Haswell" : "SkylakeX");
 }
 
 }  // namespace
