@@ -40,12 +40,10 @@ class KernelContext {
   OneDnnGemm& onednn() { return onednn_; }
   RopeTables& rope_tables() { return rope_tables_; }
   bool h2_kblock_gemm() const { return h2_kblock_gemm_; }
-  // For tests that run both K-block routes on one CPU.
-  void set_h2_kblock_gemm(bool on) { h2_kblock_gemm_ = on; }
 
  private:
   GemmProvider gemm_provider_;
-  bool h2_kblock_gemm_;
+  const bool h2_kblock_gemm_;
   OneDnnGemm onednn_;
   RopeTables rope_tables_;
 };
