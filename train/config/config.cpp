@@ -80,7 +80,13 @@ std::string TrainConfig::origin_of(std::string_view key) const {
 TrainConfig parse_yaml(std::string_view text, const std::string& source) {
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(text));
+    // Every document, to refuse a second: YAML::Load read the first and ignored the rest.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1)
+      H2_THROW(ConfigError,
+               "{}:{}: a second YAML document (after '---' or '...'); a config is one document",
+               source, documents[1].Mark().line + 1);
+    if (!documents.empty()) root = documents[0];
   } catch (const YAML::Exception& e) {
     H2_THROW(ConfigError, "{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg);
   }

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ constexpr double kMaxCount = 1 << 20;
 constexpr Range count_from(double lo) {
   return Range{lo, kMaxCount, false, false};
 }
+// Numbers the model holds as float: positive and finite there (1e-300 became 0, 1e40 infinity).
+constexpr Range positive_float() {
+  return Range{std::numeric_limits<float>::min(), std::numeric_limits<float>::max(), false, false};
+}
 
 const KeyInfo kKeys[] = {
     {"model.vocab_size", KT::integer, &field<&TC::model, &MC::vocab_size>,
@@ -75,8 +80,9 @@ const KeyInfo kKeys[] = {
     {"model.seq_len", KT::integer, &field<&TC::model, &MC::seq_len>,
      "maximum context; also the training window (tokens per sequence)", at_least(1)},
     {"model.rope_theta", KT::number, &field<&TC::model, &MC::rope_theta>, "rotary embedding base",
-     above(0)},
-    {"model.norm_eps", KT::number, &field<&TC::model, &MC::norm_eps>, "RMSNorm epsilon", above(0)},
+     positive_float()},
+    {"model.norm_eps", KT::number, &field<&TC::model, &MC::norm_eps>, "RMSNorm epsilon",
+     positive_float()},
     {"model.tie_embeddings", KT::boolean, &field<&TC::model, &MC::tie_embeddings>,
      "LM head shares the token embedding"},
     {"model.rope_scaling_factor", KT::number, &field<&TC::model, &MC::rope_scaling_factor>,
@@ -307,11 +313,12 @@ bool Range::contains(double v) const {
 }
 
 std::string Range::str() const {
+  // Seven significant digits: whole counts as they are, float's limits readable.
   bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
   if (has_lo && has_hi)
-    return fmt::format("in {}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
-  if (has_lo) return fmt::format("{} {}", lo_open ? ">" : ">=", lo);
-  if (has_hi) return fmt::format("{} {}", hi_open ? "<" : "<=", hi);
+    return fmt::format("in {}{:.7g}, {:.7g}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+  if (has_lo) return fmt::format("{} {:.7g}", lo_open ? ">" : ">=", lo);
+  if (has_hi) return fmt::format("{} {:.7g}", hi_open ? "<" : "<=", hi);
   return {};
 }
 

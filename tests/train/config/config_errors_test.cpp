@@ -167,6 +167,45 @@ TEST_F(ConfigErrorTest, OtherImpossibleCombinations) {
                     {"train.eval_every = 10", "data.val_fraction = 0"}, {"data.val_fraction=0"});
 }
 
+// Sizes whose products the memory check and the trainer compute in int64: a batch_size of 2^60
+// wrapped the estimate to 0 tokens, passed --dry-run and crashed training writing past an empty
+// buffer; an ffn_dim of 1.5e18 failed deep in a shape check naming no key (review findings).
+TEST_F(ConfigErrorTest, SizesWhoseProductsWouldOverflowAreRefusedNamingTheKeys) {
+  expect_set_error("train.batch_size=1152921504606846976",
+                   {"train.batch_size = 1152921504606846976 (--set)",
+                    "model.seq_len = ", "activation values, beyond 2^40"});
+  expect_yaml_error(
+      "model:\n  ffn_dim: 1537228672809129302\n",
+      {"model.ffn_dim = 1537228672809129302 (" + file() + ":4)", "parameters, beyond 2^44"});
+  expect_set_error("model.seq_len=9223372036854775807",
+                   {"model.seq_len = 9223372036854775807 (--set)", "beyond 2^40"});
+  TrainConfig c;  // a 124M model at a long context is nowhere near either bound
+  apply_override(c, "model.vocab_size=50257");
+  apply_override(c, "model.dim=768");
+  apply_override(c, "model.n_layers=12");
+  apply_override(c, "model.n_heads=12");
+  apply_override(c, "model.n_kv_heads=12");
+  apply_override(c, "model.ffn_dim=3072");
+  apply_override(c, "model.seq_len=32768");
+  apply_override(c, "train.batch_size=8");
+  EXPECT_NO_THROW(validate(c, {.check_files = false}));
+}
+
+// The model holds these as float: 1e-300 became 0 and 1e40 infinity after the range check.
+TEST_F(ConfigErrorTest, FloatKeysStayWithinFloat) {
+  expect_set_error("model.rope_theta=1e-300", {"--set: model.rope_theta = 1e-300",
+                                               "in [1.175494e-38, 3.402823e+38]", "out of range"});
+  expect_set_error("model.rope_theta=1e40", {"--set: model.rope_theta = 1e40", "out of range"});
+  expect_set_error("model.norm_eps=0", {"--set: model.norm_eps = 0", "out of range"});
+}
+
+// A second YAML document was ignored, and what it set silently lost.
+TEST_F(ConfigErrorTest, ASecondYamlDocumentIsRefused) {
+  expect_yaml_error("train:\n  lr: 1e-3\n---\ntrain:\n  steps: 5\n",
+                    {file() + ":6:", "a second YAML document"});
+  EXPECT_NO_THROW(load_config(write("train:\n  lr: 1e-3\n...\n")));  // an end marker alone
+}
+
 TEST_F(ConfigErrorTest, MissingDataFile) {
   std::string path = dir_.write("nodata.yaml", "data:\n  path: /no/such/file.txt\n");
   expect_config_error([&] { load_config(path); },
