@@ -100,7 +100,9 @@ std::vector<std::string> expand_data_paths(std::string_view spec, std::string_vi
     const std::string entry = trimmed(spec.substr(begin, comma - begin));
     begin = comma + 1;
     if (entry.empty()) continue;
-    if (is_pattern(entry)) {
+    // A file of that very name is the file, whatever its name holds ("data[1].txt").
+    std::error_code error;
+    if (is_pattern(entry) && !std::filesystem::is_regular_file(entry, error)) {
       glob_t found{};
       const int status = ::glob(entry.c_str(), GLOB_ERR, nullptr, &found);
       std::vector<std::string> matches(found.gl_pathv, found.gl_pathv + found.gl_pathc);

@@ -102,6 +102,14 @@ TEST(Dataset, ReadsShardSetsInSortedOrderByPatternAndList) {
   EXPECT_HAS(msg, "is a directory");
   msg = message_of([&] { expand_data_paths(dir.file("nope.bin") + "," + list, "data.path"); });
   EXPECT_HAS(msg, "'" + dir.file("nope.bin") + "': file not found");
+
+  // A file whose name holds a pattern's characters is that file, not what the pattern matches
+  // ("train_00000[1].bin" as a pattern is train_000001.bin).
+  write_token_file(dir.file("train_00000[1].bin"), std::vector<int32_t>{7, 8});
+  EXPECT_EQ(expand_data_paths(dir.file("train_00000[1].bin"), "data.path"),
+            (std::vector<std::string>{dir.file("train_00000[1].bin")}));
+  EXPECT_EQ(expand_data_paths(dir.file("train_00000[2].bin"), "data.path"),
+            (std::vector<std::string>{dir.file("train_000002.bin")}));
 }
 
 TEST(Dataset, ReadsLlamaThreeTokenFilesAndNanoGptFiles) {
