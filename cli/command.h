@@ -33,6 +33,17 @@ inline CLI::Validator finite_at_least(double min) {
       fmt::format("FINITE >= {}", min));
 }
 
+// The repeatable "--set section.key=value" of the commands that read a training config. One
+// value per --set, so that "--set k=v config.yaml" leaves the config to its positional (CLI11
+// lets a vector option take every following word).
+inline CLI::Option* add_set_option(CLI::App& app, std::vector<std::string>& overrides) {
+  return app
+      .add_option("--set", overrides, "Override a config key: section.key=value (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
 struct Command {
   CLI::App* app;
   std::function<int()> run;  // returns the exit code

@@ -193,7 +193,7 @@ void add_planning_options(CLI::App& app, PlanningSources& sources) {
   app.add_option("--profiles", sources.profiles_dir,
                  "folder of cached profiles (default profiles; missing ones are measured)");
   add_datasheet_options(app, sources.datasheet, sources.efficiency);
-  app.add_option("--set", sources.overrides, "Override a config key: section.key=value");
+  add_set_option(app, sources.overrides);
 }
 
 PlanningJob load_planning_job(const PlanningSources& sources) {

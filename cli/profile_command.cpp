@@ -36,7 +36,7 @@ Command make_profile_command(CLI::App& parent) {
       ->check(CLI::Range(1, 1000));
   app->add_flag("--force", options->force, "measure again even where a cached profile matches");
   add_datasheet_options(*app, options->datasheet, options->efficiency);
-  app->add_option("--set", options->overrides, "Override a config key: section.key=value");
+  add_set_option(*app, options->overrides);
   return {app, [options] {
             const config::TrainConfig cfg =
                 config::load_config(options->config_path, options->overrides);

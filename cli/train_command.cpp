@@ -54,7 +54,7 @@ Command make_train_command(CLI::App& parent) {
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand("train", "Train a model from a YAML config");
   app->add_option("config", options->config_path, "YAML config (see configs/)")->required();
-  app->add_option("--set", options->overrides, "Override a key: section.key=value (repeatable)");
+  add_set_option(*app, options->overrides);
   app->add_flag("--print-config", options->print_config,
                 "Print the effective config (file, --set and defaults) as YAML and exit");
   app->add_flag("--dry-run", options->dry_run,

@@ -106,6 +106,10 @@ grep -q "^dry run: the config, plan, data and memory check out; outputs: checkpo
   { echo "--dry-run said: $(cat dry.log)"; exit 1; }
 [[ ! -e ckpt-dry && ! -e dry/metrics.jsonl ]] || { echo "--dry-run wrote outputs"; exit 1; }
 if grep -q "^step " dry.log; then echo "--dry-run trained"; exit 1; fi
+# --set takes one value: before the config file it leaves the file to the positional.
+"$h2" train --set train.steps=1 effective.yaml --print-config >set-first.yaml ||
+  { echo "--set before the config took the config as an override"; exit 1; }
+grep -q "  steps: 1$" set-first.yaml || { echo "--set before the config was not applied"; exit 1; }
 # The inspection commands: demo checks a device against cpu:0, devices lists cpu:0, ops lists the
 # catalogue with dtypes, env every knob with its value.
 H2_NUM_THREADS=1 "$h2" env >env.txt
