@@ -354,6 +354,12 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
   State& s = *state_;
   const auto& t = s.config.train;
   s.print(describe());
+  if (t.warmup_steps > t.steps)
+    s.print(fmt::format(
+        "warning: train.warmup_steps = {} ({}) is more than train.steps = {} ({}): the learning "
+        "rate rises to {:.3g} at the last step and never reaches train.lr = {:.3g}",
+        t.warmup_steps, s.config.origin_of("train.warmup_steps"), t.steps,
+        s.config.origin_of("train.steps"), t.lr * double(t.steps) / double(t.warmup_steps), t.lr));
   s.print(fmt::format("mfu divides by {:.1f} GFLOP/s: {}{}", s.peak_flops / 1e9, s.peak_source,
                       s.job.size() > 1 ? "; every rank's device added" : ""));
 

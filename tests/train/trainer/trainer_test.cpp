@@ -163,6 +163,27 @@ TEST(Trainer, AFreshRunWarnsOfAnEarlierRunsCheckpoints) {
   std::filesystem::remove_all(dir);
 }
 
+// A warm-up longer than the run never reaches train.lr: the run says so, naming both keys.
+TEST(Trainer, AWarmupLongerThanTheRunIsReported) {
+  config::TrainConfig cfg = small_config();
+  cfg.train.steps = 3;
+  cfg.train.warmup_steps = 10;
+  cfg.train.eval_every = 0;
+  std::vector<std::string> lines;
+  train_once(cfg, &lines);
+  const std::string all = fmt::format("{}", fmt::join(lines, "\n"));
+  EXPECT_NE(all.find("warning: train.warmup_steps = 10 (test:3) is more than train.steps = 3"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("rises to 0.003 at the last step and never reaches train.lr = 0.01"),
+            std::string::npos)
+      << all;
+  cfg.train.warmup_steps = 3;
+  lines.clear();
+  train_once(cfg, &lines);
+  EXPECT_EQ(fmt::format("{}", fmt::join(lines, "\n")).find("warmup"), std::string::npos);
+}
+
 // checkpoint.async: the background saves hold the weights and moments synchronous ones hold, byte
 // for byte (so a resume from them is the resume above), and the run itself is unchanged by them.
 TEST(Trainer, BackgroundCheckpointsEqualSynchronousOnes) {
