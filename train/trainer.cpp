@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <tuple>
 
 #include "comm/comm_error.h"
@@ -20,6 +21,7 @@
 #include "parallel/runtime/plan_runtime.h"
 #include "train/background_saves.h"
 #include "train/checkpoint/checkpoint_dir.h"
+#include "train/checkpoint/durable_io.h"
 #include "train/checkpoint/step_folders.h"
 #include "train/checkpoint_state.h"
 #include "train/config/job_plan.h"
@@ -89,6 +91,9 @@ struct Trainer::State {
   int64_t base_step = 0;
   uint64_t base_position = 0;
   std::string resumed_from;  // the checkpoint run() continued from; empty when it started afresh
+  // Which launcher job this is (TrainerState::job): its checkpoints carry it, and a restart
+  // resumes only from them.
+  const std::string job_fingerprint = fingerprint_of_job(env_string("H2_JOB_TOKEN"));
   BackgroundSaves background{job, runtime.cpu()};  // checkpoint.async
 
   State(const config::TrainConfig& cfg, Runtime& rt, std::function<void(const std::string&)> out,
@@ -143,6 +148,11 @@ struct Trainer::State {
                 .total_steps = cfg.train.steps};
   }
 
+  static std::string fingerprint_of_job(const std::string& token) {
+    if (token.empty()) return {};
+    return checkpoint::checksum_hex(checkpoint::checksum(std::as_bytes(std::span(token))));
+  }
+
   // Resume when asked, or when h2run restarted the job after a failure.
   static bool resuming(const config::TrainConfig& cfg) {
     return !cfg.checkpoint.dir.empty() &&
@@ -161,7 +171,7 @@ struct Trainer::State {
   std::string save(int64_t steps) {
     const checkpoint::RankContents mine = rank_contents(engine->state().pieces());
     const checkpoint::TrainerState state{steps, position_at(steps), config::dump_yaml(config),
-                                         job.size()};
+                                         job.size(), job_fingerprint};
     const std::string where = checkpoint::save_checkpoint(&job, config.checkpoint.dir, state, mine,
                                                           config.checkpoint.keep_last);
     print(fmt::format("checkpoint: {}", where));
@@ -173,7 +183,8 @@ struct Trainer::State {
   void save_async(int64_t steps) {
     const std::string finished = background.start(
         config.checkpoint.dir,
-        checkpoint::TrainerState{steps, position_at(steps), config::dump_yaml(config), job.size()},
+        checkpoint::TrainerState{steps, position_at(steps), config::dump_yaml(config), job.size(),
+                                 job_fingerprint},
         rank_contents(engine->state().pieces()), config.checkpoint.keep_last);
     if (!finished.empty()) print(finished);
   }
@@ -215,13 +226,23 @@ struct Trainer::State {
     return step < 0 ? std::string("none") : checkpoint::step_folder_name(int64_t(step));
   }
 
-  // Loads the newest checkpoint in checkpoint.dir (written by any plan); returns the steps it had
-  // completed (0: none). A checkpoint without optimizer state (`h2 import`) starts the moments at
-  // zero.
+  // Loads, when checkpoint.resume asks, the newest checkpoint in checkpoint.dir (written by any
+  // plan); when a launcher restarted the job (H2_RESTART) without it, the newest that this job
+  // wrote: another run's checkpoints beside them are not this job's state. Returns the steps it
+  // had completed (0: none). A checkpoint without optimizer state (`h2 import`) starts the
+  // moments at zero.
   int64_t resume() {
-    auto latest = checkpoint::latest_checkpoint(config.checkpoint.dir);
+    const bool own_only = !config.checkpoint.resume;
+    auto latest = own_only
+                      ? checkpoint::latest_checkpoint_of_job(config.checkpoint.dir, job_fingerprint)
+                      : checkpoint::latest_checkpoint(config.checkpoint.dir);
     check_ranks_agree(latest);
-    if (!latest) return 0;
+    if (!latest) {
+      if (own_only)
+        print(fmt::format("restart: no checkpoint of this job in {} yet; starting afresh",
+                          config.checkpoint.dir));
+      return 0;
+    }
     const checkpoint::TrainerState saved = checkpoint::read_trainer_state(*latest);
     if (saved.step > config.train.steps)
       H2_THROW(ConfigError,
@@ -370,8 +391,9 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
     if (auto earlier = checkpoint::latest_checkpoint(s.config.checkpoint.dir))
       s.print(fmt::format(
           "checkpoint: warning: {} already holds checkpoints of an earlier run, up to {}; this "
-          "run starts afresh (checkpoint.resume is false) and saves beside them, and a later "
-          "resume takes the newest step of either run",
+          "run starts afresh (checkpoint.resume is false) and saves beside them; a later "
+          "checkpoint.resume takes the newest step of either run (an h2run restart, only this "
+          "job's)",
           s.config.checkpoint.dir, *earlier));
   summary.first_step = summary.steps = first_step;
   if (first_step == t.steps) {  // a finished run started again (a requeued job): nothing to do

@@ -95,12 +95,12 @@ Manifest merge_sidecars(const fs::path& tmp, int ranks, int64_t step) {
 }
 
 std::string trainer_json(const TrainerState& state) {
-  return nlohmann::json{{"step", state.step},
-                        {"sampler_position", state.sampler_position},
-                        {"world_size", state.world_size},
-                        {"config_yaml", state.config_yaml}}
-             .dump(2) +
-         "\n";
+  nlohmann::json j{{"step", state.step},
+                   {"sampler_position", state.sampler_position},
+                   {"world_size", state.world_size},
+                   {"config_yaml", state.config_yaml}};
+  if (!state.job.empty()) j["job"] = state.job;
+  return j.dump(2) + "\n";
 }
 
 }  // namespace
@@ -232,6 +232,14 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   return all.back().path.string();
 }
 
+std::optional<std::string> latest_checkpoint_of_job(const std::string& dir,
+                                                    const std::string& job) {
+  const std::vector<StepFolder> all = complete_checkpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (read_trainer_state(it->path.string()).job == job) return it->path.string();
+  return std::nullopt;
+}
+
 TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   const std::string path = (fs::path(checkpoint_dir) / kTrainerState).string();
   if (!fs::exists(path))
@@ -260,7 +268,8 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
       H2_THROW(ConfigError, "{}: sampler_position {} is not a count of micro-batches", path,
                position.dump());
     state = {json_int(j.at("step"), path + ": step", 0), position.get<uint64_t>(),
-             j.at("config_yaml").get<std::string>(), j.value("world_size", 1)};
+             j.at("config_yaml").get<std::string>(), j.value("world_size", 1),
+             j.contains("job") ? j.at("job").get<std::string>() : std::string()};
   } catch (const nlohmann::json::exception& e) {
     H2_THROW(ConfigError, "{}: malformed trainer state: {}", path, e.what());
   }

@@ -29,6 +29,10 @@ struct TrainerState {
   uint64_t sampler_position = 0;  // micro-batches the training sampler has drawn (all ranks)
   std::string config_yaml;        // the effective config (dump_yaml)
   int world_size = 1;             // ranks of the run that wrote it
+  // Which launcher job wrote it: a fingerprint of H2_JOB_TOKEN (its XXH3, never the secret
+  // itself), the same across h2run's restarts of one job; empty outside a launcher's job and in
+  // checkpoints written before it was kept. A restart resumes only its own job's checkpoints.
+  std::string job;
 };
 
 // This rank's part of a global tensor: rows [row_begin, row_end) of dim 0 (of shard_rows), read
@@ -76,6 +80,8 @@ std::string save_checkpoint(const std::string& dir, const TrainerState& state,
 
 // The newest complete checkpoint folder in `dir`, if any.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
+// The newest complete checkpoint in `dir` that job `job` wrote (TrainerState::job), if any.
+std::optional<std::string> latest_checkpoint_of_job(const std::string& dir, const std::string& job);
 TrainerState read_trainer_state(const std::string& checkpoint_dir);
 
 // Reads a checkpoint folder: tensors by name, whole or by rows, each file verified against the

@@ -184,6 +184,44 @@ TEST(Trainer, AWarmupLongerThanTheRunIsReported) {
   EXPECT_EQ(fmt::format("{}", fmt::join(lines, "\n")).find("warmup"), std::string::npos);
 }
 
+// A launcher's restart (H2_RESTART) without checkpoint.resume takes only its own job's
+// checkpoints (H2_JOB_TOKEN's fingerprint in trainer.json): beside another job's newer ones it
+// starts afresh, and it resumes from its own.
+TEST(Trainer, ARestartResumesOnlyItsOwnJobsCheckpoints) {
+  const auto dir = std::filesystem::temp_directory_path() / "h2_trainer_restart_own_job";
+  std::filesystem::remove_all(dir);
+  config::TrainConfig cfg = small_config();
+  cfg.train.eval_every = 0;
+  cfg.checkpoint.dir = dir.string();
+  cfg.checkpoint.keep_last = 0;
+  cfg.train.steps = 6;
+  cfg.checkpoint.every = 6;
+  setenv("H2_JOB_TOKEN", "another job", 1);
+  train_once(cfg);  // step_000006, another job's
+  ASSERT_TRUE(std::filesystem::exists(dir / "step_000006" / "manifest.json"));
+
+  setenv("H2_JOB_TOKEN", "this job", 1);
+  cfg.checkpoint.every = 2;
+  cfg.train.steps = 4;
+  train_once(cfg);  // step_000002 and step_000004, this job's
+  setenv("H2_RESTART", "1", 1);
+  std::vector<std::string> lines;
+  TrainRun restarted = train_once(cfg, &lines);
+  const std::string all = fmt::format("{}", fmt::join(lines, "\n"));
+  EXPECT_NE(all.find("resumed from " + (dir / "step_000004").string()), std::string::npos) << all;
+  EXPECT_EQ(restarted.summary.first_step, 4);
+
+  setenv("H2_JOB_TOKEN", "a third job", 1);
+  lines.clear();
+  restarted = train_once(cfg, &lines);
+  const std::string fresh = fmt::format("{}", fmt::join(lines, "\n"));
+  EXPECT_NE(fresh.find("restart: no checkpoint of this job"), std::string::npos) << fresh;
+  EXPECT_EQ(restarted.summary.first_step, 0);
+  unsetenv("H2_RESTART");
+  unsetenv("H2_JOB_TOKEN");
+  std::filesystem::remove_all(dir);
+}
+
 // checkpoint.async: the background saves hold the weights and moments synchronous ones hold, byte
 // for byte (so a resume from them is the resume above), and the run itself is unchanged by them.
 TEST(Trainer, BackgroundCheckpointsEqualSynchronousOnes) {
