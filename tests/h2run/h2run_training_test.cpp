@@ -242,6 +242,30 @@ TEST(H2runTraining, SigtermStopsTheJobAfterAStepWithACheckpoint) {
       H2RUN_PATH);
 }
 
+// Slurm's preemption and time limit send SIGTERM to every process of the job step: h2run and
+// each rank, which then gets it twice (h2run passes its own on). The repeat is the same stop, not
+// a second request to exit at once: the job still stops after a step with a checkpoint.
+TEST(H2runTraining, SigtermToTheLauncherAndEveryRankStopsTheJobWithACheckpoint) {
+  TempDir whole, dir;
+  const auto want = uninterrupted_losses(whole.path());
+  ASSERT_EQ(want.size(), 30u);
+  const auto env = job_env(token_of(dir.path()));
+  H2runProcess job(train_job(dir.path(), {"--grace", "20"}, 1000), env);
+  std::vector<std::string> resume = train_job(dir.path(), {}, 1000);
+  resume.insert(resume.end(), {"--set", "checkpoint.resume=true"});
+  expect_graceful_stop(
+      dir.path(), job,
+      [&] {
+        std::vector<int> pids = {job.pid()};
+        for (int rank : {0, 1}) pids.push_back(rank_pid(token_of(dir.path()), rank));
+        for (int pid : pids) {
+          ASSERT_GT(pid, 0);
+          ASSERT_EQ(::kill(pid, SIGTERM), 0);
+        }
+      },
+      20, want, resume, env, H2RUN_PATH);
+}
+
 // Under mpirun the job's ranks get SIGTERM, as Slurm sends it to every task of a job on
 // preemption or at its time limit; mpirun then exits with the ranks' 143. (SIGTERM to mpirun
 // itself makes Open MPI kill the ranks odls_base_sigkill_timeout seconds later and exit 1; it
