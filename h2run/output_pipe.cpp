@@ -33,7 +33,10 @@ void OutputPipe::flush_partial() {
 
 void OutputPipe::pump() {
   char buffer[16384];
-  while (fd_.valid()) {
+  // At most a pipe's default capacity (64 KiB) per call: a rank that writes without pause would
+  // otherwise keep this loop from returning, and the launcher from reaping, signalling and
+  // timing out the others; poll() says when there is more.
+  for (int reads = 0; reads < 4 && fd_.valid(); ++reads) {
     const ssize_t n = ::read(fd_.get(), buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;

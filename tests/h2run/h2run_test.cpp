@@ -155,6 +155,17 @@ TEST(H2run, PassesOnTheFailingRanksExitCode) {
   EXPECT_LT(r.seconds, 10.0);
 }
 
+// A rank that writes without pause must not keep the launcher in its read loop: rank 1's
+// failure is still seen, reported and the flooding rank stopped (it once hung h2run for good).
+TEST(H2run, ARankFloodingItsOutputDoesNotBlindTheLauncher) {
+  RunResult r = run_h2run(
+      {"-n", "2", "--", "sh", "-c", "if [ $H2_RANK = 1 ]; then sleep 0.5; exit 3; fi; exec yes"},
+      {}, 20);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_CONTAINS(r.err, "exited with code 3; 1 other rank was stopped\n");
+  EXPECT_LT(r.seconds, 10.0);
+}
+
 TEST(H2run, RestartsAfterAFailureWithH2Restart) {
   RunResult r = run_h2run({"--max-restarts", "1", "-n", "2", "--", "sh", "-c",
                            "if [ $H2_RESTART = 0 ] && [ $H2_RANK = 1 ]; then exit 1; fi; "
