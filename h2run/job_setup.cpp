@@ -60,13 +60,33 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base,
   };
   if (!options.cluster.empty())
     ours.emplace_back("H2_CLUSTER_FILE", std::filesystem::absolute(options.cluster).string());
+  // An outer launcher's placement of h2run itself (srun --mpi=pmix h2run, mpirun h2run) is not
+  // its ranks': left in their environment, every rank but one found it disagreeing with
+  // H2_RANK (comm/bootstrap/rank_env.cpp reads these). Slurm's own are skipped there already.
+  constexpr const char* kOuterPlacement[] = {"OMPI_COMM_WORLD_RANK",
+                                             "OMPI_COMM_WORLD_SIZE",
+                                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                                             "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                             "PMIX_RANK",
+                                             "PMI_RANK",
+                                             "PMI_SIZE",
+                                             "MPI_LOCALRANKID",
+                                             "MPI_LOCALNRANKS",
+                                             "RANK",
+                                             "WORLD_SIZE",
+                                             "LOCAL_RANK",
+                                             "LOCAL_WORLD_SIZE",
+                                             "GROUP_RANK"};
+  auto is_named = [](const std::string& entry, const char* name) {
+    return entry.starts_with(std::string(name) + "=");
+  };
   std::vector<std::string> env;
   env.reserve(base.size() + ours.size());
   for (const std::string& entry : base) {
-    bool replaced = false;
-    for (const auto& [name, value] : ours)
-      replaced = replaced || entry.starts_with(std::string(name) + "=");
-    if (!replaced) env.push_back(entry);
+    bool dropped = false;
+    for (const auto& [name, value] : ours) dropped = dropped || is_named(entry, name);
+    for (const char* name : kOuterPlacement) dropped = dropped || is_named(entry, name);
+    if (!dropped) env.push_back(entry);
   }
   for (const auto& [name, value] : ours) env.push_back(fmt::format("{}={}", name, value));
   return env;

@@ -30,7 +30,8 @@ struct RankVars {
 };
 
 // `base` ("NAME=value" entries, h2run's own environment) with the H2_* variables of the rank set,
-// replacing any inherited value.
+// replacing any inherited value, and without an outer launcher's rank variables (PMIX_RANK,
+// OMPI_COMM_WORLD_RANK, RANK, ...), which describe h2run's own place, not the rank's.
 std::vector<std::string> rank_environment(const std::vector<std::string>& base,
                                           const RunOptions& options, const RankVars& vars);
 

@@ -43,6 +43,19 @@ TEST(H2run, GivesEveryRankItsVariables) {
   EXPECT_CONTAINS(r.out, "[rank 2] token=" + token + "\n");
 }
 
+// Under an outer launcher (srun --mpi=pmix h2run, mpirun h2run) its rank variables describe
+// h2run itself: the ranks do not inherit them, or every rank but one would find them disagreeing
+// with H2_RANK. A training rank's bootstrap reads them: dry runs of both ranks succeed.
+TEST(H2run, RanksDoNotInheritAnOuterLaunchersPlacement) {
+  RunResult r = run_h2run({"-n", "2", "--", "sh", "-c", "echo outer=$PMIX_RANK$RANK$PMI_SIZE."},
+                          {"PMIX_RANK=0", "RANK=0", "PMI_SIZE=1", "PMIX_NAMESPACE=outer"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "[rank 1] outer=.\n");
+  r = run_h2run({"-n", "2", "--", H2_PATH, "comm-bench", "barrier", "-b", "8", "-e", "8"},
+                {"PMIX_RANK=0", "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(H2run, TakesTheTokenFromTheEnvironment) {
   RunResult r =
       run_h2run({"-n", "2", "--", "sh", "-c", "echo token=$H2_JOB_TOKEN"}, {"H2_JOB_TOKEN=sekrit"});
