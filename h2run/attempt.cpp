@@ -37,8 +37,12 @@ class Watch {
       for (auto& rank : ranks_) rank->pump();
       for (int signal : signals_.take())
         if (signal == SIGINT || signal == SIGTERM || signal == SIGUSR1) on_interrupt(signal);
-      for (auto& rank : ranks_)
-        if (rank->try_reap() && !rank->status()->ok() && !stopping()) on_failure(*rank);
+      for (auto& rank : ranks_) {
+        if (!rank->try_reap()) continue;
+        if (!rank->status()->ok() && !stopping()) on_failure(*rank);
+        if (outcome_.interrupted_by != 0 && !outcome_.failed && !stopped_cleanly(*rank))
+          on_failure_during_stop(*rank);
+      }
       if (kill_at_ && Clock::now() >= *kill_at_) kill_remaining(true);
     }
     return outcome_;
@@ -82,6 +86,23 @@ class Watch {
                     rank.status()->describe(), outcome_.stopped, outcome_.stopped == 1 ? "" : "s"));
     signal_running(SIGTERM);
     kill_at_ = Clock::now() + grace_;
+  }
+
+  // During a stop h2run passed on, a rank that ended otherwise than by it (its checkpoint write
+  // failed, it crashed, it was killed after the grace): the job did not stop cleanly, and says
+  // so instead of ending as a clean stop would.
+  bool stopped_cleanly(const RankProcess& rank) const {
+    const ExitStatus& status = *rank.status();
+    return status.ok() || status.exit_code() == 128 + outcome_.interrupted_by;
+  }
+
+  void on_failure_during_stop(const RankProcess& rank) {
+    outcome_.failed = true;
+    outcome_.during_stop = true;
+    outcome_.rank = rank.rank();
+    outcome_.pid = rank.pid();
+    outcome_.status = *rank.status();
+    outcome_.last_lines = rank.last_lines();
   }
 
   void on_interrupt(int signal) {

@@ -17,8 +17,11 @@
 namespace h2::h2run {
 
 struct AttemptOutcome {
-  bool failed = false;  // a rank exited non-zero or was killed (before any stop h2run began)
-  int rank = -1;        // the failing rank (global)
+  // A rank exited non-zero or was killed, before any stop h2run began, or during one otherwise
+  // than by the signal passed on (`during_stop`).
+  bool failed = false;
+  bool during_stop = false;
+  int rank = -1;  // the failing rank (global)
   pid_t pid = -1;
   ExitStatus status;  // how it ended
   std::deque<std::string> last_lines;

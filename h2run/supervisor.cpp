@@ -54,6 +54,9 @@ std::string failure_report(const RunOptions& options, const AttemptOutcome& outc
   std::string report = fmt::format(
       "h2run: rank {} (node {}, local rank {}, pid {}) {}", outcome.rank, options.node_rank,
       outcome.rank - options.node_rank * options.nproc, outcome.pid, outcome.status.describe());
+  if (outcome.during_stop)
+    report += fmt::format(" while stopping on {} (a clean stop exits {})",
+                          signal_name(outcome.interrupted_by), 128 + outcome.interrupted_by);
   if (outcome.stopped > 0)
     report += fmt::format("; {} other rank{} stopped", outcome.stopped,
                           outcome.stopped == 1 ? " was" : "s were");

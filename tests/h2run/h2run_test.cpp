@@ -200,6 +200,28 @@ TEST(H2run, GivesUpAfterTheLastRestart) {
   EXPECT_FALSE(contains(r.err, "attempt 3")) << r.err;
 }
 
+// A rank that fails while stopping on a signal h2run passed on (its checkpoint write failed,
+// say) is named, and the job ends with its code, not the 143 of a clean stop; a rank that stops
+// by the signal's code is a clean stop.
+TEST(H2run, ARankFailingDuringAStopIsNamedAndItsCodePassedOn) {
+  TempDir dir;
+  const std::string d = dir.path();
+  H2runProcess h2run({"-n", "2", "--", "sh", "-c",
+                      "if [ $H2_RANK = 1 ]; then trap 'echo cannot save >&2; exit 1' TERM; "
+                      "else trap 'exit 143' TERM; fi; echo $$ > " +
+                          d + "/r$H2_RANK.tmp && mv " + d + "/r$H2_RANK.tmp " + d +
+                          "/r$H2_RANK; while :; do sleep 0.05; done"});
+  ASSERT_GT(wait_for_pid_file(d + "/r0"), 0);
+  ASSERT_GT(wait_for_pid_file(d + "/r1"), 0);
+  ::kill(h2run.pid(), SIGTERM);
+  RunResult r = h2run.wait(30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "h2run: rank 1 (node 0, local rank 1, pid ");
+  EXPECT_CONTAINS(r.err, "exited with code 1 while stopping on SIGTERM (a clean stop exits 143)\n");
+  EXPECT_CONTAINS(r.err, "[rank 1] cannot save");
+  EXPECT_FALSE(contains(r.err, "rank 0 (node")) << r.err;
+}
+
 TEST(H2run, ForwardsSigintToTheRanks) {
   TempDir dir;
   const std::string d = dir.path();
