@@ -170,8 +170,9 @@ struct Trainer::State {
   // Writes DIR/step_NNNNNN after `steps` optimizer steps (collective): every rank its share.
   std::string save(int64_t steps) {
     const checkpoint::RankContents mine = rank_contents(engine->state().pieces());
-    const checkpoint::TrainerState state{steps, position_at(steps), config::dump_yaml(config),
-                                         job.size(), job_fingerprint};
+    const checkpoint::TrainerState state{
+        steps,      position_at(steps), config::dump_yaml(config),
+        job.size(), job_fingerprint,    int64_t(split.train.size())};
     const std::string where = checkpoint::save_checkpoint(&job, config.checkpoint.dir, state, mine,
                                                           config.checkpoint.keep_last);
     print(fmt::format("checkpoint: {}", where));
@@ -184,7 +185,7 @@ struct Trainer::State {
     const std::string finished = background.start(
         config.checkpoint.dir,
         checkpoint::TrainerState{steps, position_at(steps), config::dump_yaml(config), job.size(),
-                                 job_fingerprint},
+                                 job_fingerprint, int64_t(split.train.size())},
         rank_contents(engine->state().pieces()), config.checkpoint.keep_last);
     if (!finished.empty()) print(finished);
   }
@@ -256,7 +257,40 @@ struct Trainer::State {
     resumed_from = *latest;
     print(fmt::format("resumed from {} (step {}, written by {} rank{})", *latest, saved.step,
                       saved.world_size, saved.world_size == 1 ? "" : "s"));
+    warn_if_the_windows_changed(saved, *latest);
     return saved.step;
+  }
+
+  // The sampler's position counts windows of the training data, drawn by seed, length and batch.
+  // A resume that changed any of them continues at that position among other windows: said (not
+  // refused: data may grow on purpose), since the batches then differ from an uninterrupted run's.
+  void warn_if_the_windows_changed(const checkpoint::TrainerState& saved,
+                                   const std::string& folder) {
+    std::vector<std::string> changed;
+    if (saved.train_tokens >= 0 && saved.train_tokens != int64_t(split.train.size()))
+      changed.push_back(
+          fmt::format("{} training tokens then, {} now", saved.train_tokens, split.train.size()));
+    config::TrainConfig then;
+    try {
+      then = config::parse_yaml(saved.config_yaml, folder + "/" + checkpoint::kTrainerState);
+    } catch (const ConfigError&) {
+      return;  // written by another version: its tokens were compared above
+    }
+    auto compare = [&](std::string_view key, const auto& before, const auto& now) {
+      if (before != now) changed.push_back(fmt::format("{} {} then, {} now", key, before, now));
+    };
+    compare("data.path", then.data.path, config.data.path);
+    compare("data.val_path", then.data.val_path, config.data.val_path);
+    compare("data.val_fraction", then.data.val_fraction, config.data.val_fraction);
+    compare("model.seq_len", then.model.seq_len, config.model.seq_len);
+    compare("train.batch_size", then.train.batch_size, config.train.batch_size);
+    compare("train.grad_accum", then.train.grad_accum, config.train.grad_accum);
+    compare("train.seed", then.train.seed, config.train.seed);
+    if (!changed.empty())
+      print(fmt::format(
+          "warning: the run that wrote {} drew other windows: {}; this one continues at its "
+          "sampler position, so its batches differ from an uninterrupted run's",
+          folder, fmt::join(changed, "; ")));
   }
 
   // Uploads a host batch of ids as an i32 (B*T) tensor on the device.

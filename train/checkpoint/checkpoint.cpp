@@ -100,6 +100,7 @@ std::string trainer_json(const TrainerState& state) {
                    {"world_size", state.world_size},
                    {"config_yaml", state.config_yaml}};
   if (!state.job.empty()) j["job"] = state.job;
+  if (state.train_tokens >= 0) j["train_tokens"] = state.train_tokens;
   return j.dump(2) + "\n";
 }
 
@@ -267,9 +268,13 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
     if (!position.is_number_unsigned())
       H2_THROW(ConfigError, "{}: sampler_position {} is not a count of micro-batches", path,
                position.dump());
-    state = {json_int(j.at("step"), path + ": step", 0), position.get<uint64_t>(),
-             j.at("config_yaml").get<std::string>(), j.value("world_size", 1),
-             j.contains("job") ? j.at("job").get<std::string>() : std::string()};
+    state = {json_int(j.at("step"), path + ": step", 0),
+             position.get<uint64_t>(),
+             j.at("config_yaml").get<std::string>(),
+             j.value("world_size", 1),
+             j.contains("job") ? j.at("job").get<std::string>() : std::string(),
+             j.contains("train_tokens") ? json_int(j.at("train_tokens"), path + ": train_tokens", 0)
+                                        : int64_t(-1)};
   } catch (const nlohmann::json::exception& e) {
     H2_THROW(ConfigError, "{}: malformed trainer state: {}", path, e.what());
   }

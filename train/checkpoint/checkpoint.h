@@ -33,6 +33,9 @@ struct TrainerState {
   // itself), the same across h2run's restarts of one job; empty outside a launcher's job and in
   // checkpoints written before it was kept. A restart resumes only its own job's checkpoints.
   std::string job;
+  // Tokens of the training split the sampler drew from; -1 where unknown (older checkpoints,
+  // h2 import): a resume on other data is told so.
+  int64_t train_tokens = -1;
 };
 
 // This rank's part of a global tensor: rows [row_begin, row_end) of dim 0 (of shard_rows), read

@@ -222,6 +222,42 @@ TEST(Trainer, ARestartResumesOnlyItsOwnJobsCheckpoints) {
   std::filesystem::remove_all(dir);
 }
 
+// A resume whose data or sampling changed continues at the saved sampler position among other
+// windows: it says which changed (the tokens, a key), and a resume with neither says nothing.
+TEST(Trainer, AResumeOnOtherWindowsSaysWhatChanged) {
+  const auto dir = std::filesystem::temp_directory_path() / "h2_trainer_resume_other_windows";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  config::TrainConfig cfg = small_config();
+  const std::string text = read_bytes(cfg.data.path);
+  cfg.data.path = (dir / "data.txt").string();
+  std::ofstream(cfg.data.path, std::ios::binary) << text;
+  cfg.train.steps = 2;
+  cfg.train.eval_every = 0;
+  cfg.checkpoint.dir = (dir / "run").string();
+  train_once(cfg);
+
+  cfg.train.steps = 3;
+  cfg.checkpoint.resume = true;
+  std::vector<std::string> lines;
+  train_once(cfg, &lines);
+  EXPECT_EQ(fmt::format("{}", fmt::join(lines, "\n")).find("other windows"), std::string::npos);
+
+  std::ofstream(cfg.data.path, std::ios::binary) << text.substr(0, text.size() / 2);
+  cfg.train.seed = 8;
+  cfg.train.steps = 4;
+  lines.clear();
+  train_once(cfg, &lines);
+  const std::string all = fmt::format("{}", fmt::join(lines, "\n"));
+  EXPECT_NE(all.find("warning: the run that wrote " + (dir / "run" / "step_000003").string() +
+                     " drew other windows: "),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find(" training tokens then, "), std::string::npos) << all;
+  EXPECT_NE(all.find("train.seed 7 then, 8 now"), std::string::npos) << all;
+  std::filesystem::remove_all(dir);
+}
+
 // checkpoint.async: the background saves hold the weights and moments synchronous ones hold, byte
 // for byte (so a resume from them is the resume above), and the run itself is unchanged by them.
 TEST(Trainer, BackgroundCheckpointsEqualSynchronousOnes) {
