@@ -104,6 +104,14 @@ expect_refusal "a 4 GiB width" "need about" \
   "$h2" train "$tiny" --set model.dim=4294967328
 expect_refusal "2e9 vocabulary" "need about" "$h2" train "$tiny" --set model.vocab_size=2000000000
 expect_refusal "1e8 batch" "need about" "$h2" train "$tiny" --set train.batch_size=100000000
+# Sizes whose products pass int64: the estimate saturates instead of wrapping into a figure that
+# fits (a 1.5e18 SwiGLU width passed it and failed in a shape check naming no key), and a
+# micro-batch's tokens, which the trainer's buffers multiply out, are bounded (2^60 sequences
+# wrapped to 0 tokens and crashed training).
+expect_refusal "a 1.5e18 SwiGLU width" "need about" \
+  "$h2" train "$tiny" --set model.ffn_dim=1537228672809129302
+expect_refusal "2^60 batch" "tokens a micro-batch, beyond 2^40" \
+  "$h2" train "$tiny" --set train.batch_size=1152921504606846976
 
 # A plan file's replicas are read through the key table: 'x2' is named with the file's line
 # (it was a bare "h2: error: stoll"), as in h2 plan --evaluate and h2 simulate --plan.

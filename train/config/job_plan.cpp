@@ -128,21 +128,20 @@ void check_plan_memory(const parallel::Plan& plan, const TrainConfig& config, in
       parallel::pipeline::peak_stash(plan.lowered_schedule()).at(size_t(place.position));
   const int group = plan.group_sizes[size_t(place.position)];
   const int layers = int(config.model.n_layers), stages = plan.stages();
-  int64_t need = 0;
+  double need = 0;  // bytes; a sum over up to 2^20 stages, so not in int64
   for (int s = place.position; s < stages; s += plan.positions()) {
     // Units: 0 the embedding, b + 1 block b, layers + 1 the head.
     const int first_block = std::max(plan.layout.begin(s), 1) - 1;
     const int last_block = std::min(plan.layout.end(s), layers + 1) - 2;
-    need += estimate_stage_memory(config, first_block, last_block, s == 0, s == stages - 1, group,
-                                  stashed)
-                .total();
+    need += double(estimate_stage_memory(config, first_block, last_block, s == 0, s == stages - 1,
+                                         group, stashed)
+                       .total());
   }
-  if (capacity > 0 && need > capacity)
+  if (capacity > 0 && need > double(capacity))
     H2_THROW(ConfigError,
              "rank {} ({}, schedule position {}): its stages need about {:.1f} MiB, the chip "
              "has {:.1f} MiB; move layers to a chip with more memory or enlarge the group",
-             rank, device.str(), place.position, double(need) / (1 << 20),
-             double(capacity) / (1 << 20));
+             rank, device.str(), place.position, need / (1 << 20), double(capacity) / (1 << 20));
 }
 
 }  // namespace h2::config

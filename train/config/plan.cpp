@@ -276,30 +276,39 @@ std::string plan_file_text(const parallel::Plan& plan, const std::vector<std::st
 
 MemoryEstimate estimate_stage_memory(const TrainConfig& config, int first_block, int last_block,
                                      bool first_stage, bool last_stage, int group, int stashed) {
+  // In double, saturated into the int64 fields: a config far beyond any machine (a batch of 2^60,
+  // a width of 2^32) must come out too large for it, not wrap into a small number that passes.
   const ModelConfig& m = config.model;
-  const int64_t C = m.dim, F = m.ffn_dim, V = m.vocab_size, H = m.n_heads;
-  const int64_t kv = C / m.n_heads * m.n_kv_heads;
-  const int64_t per_block = 2 * C * C + 2 * C * kv + 3 * C * F + 2 * C;
-  MemoryEstimate e;
-  e.parameters = per_block * (last_block - first_block + 1);
-  if (first_stage) e.parameters += V * C;
+  const double C = double(m.dim), F = double(m.ffn_dim), V = double(m.vocab_size);
+  const double H = double(m.n_heads);
+  const double kv = double(m.dim / m.n_heads * m.n_kv_heads);
+  const double per_block = 2 * C * C + 2 * C * kv + 3 * C * F + 2 * C;
+  const double blocks = double(last_block - first_block + 1);
+  double parameters = per_block * blocks;
+  if (first_stage) parameters += V * C;
   // The head: its norm, and its table unless the stage also holds the embedding it is tied to (a
   // tied table on another stage is copied to the last stage, whose gradients are summed).
-  if (last_stage) e.parameters += C + (m.tie_embeddings && first_stage ? 0 : V * C);
+  if (last_stage) parameters += C + (m.tie_embeddings && first_stage ? 0 : V * C);
   // f32 weights and gradients while in use, AdamW's FP32 master-less moments; FSDP divides the
   // persistent part (masters, gradient shards, moments) by the group.
-  const int64_t persistent = config.parallel.fsdp ? 16 * e.parameters / group : 12 * e.parameters;
-  const int64_t in_use = config.parallel.fsdp ? 8 * e.parameters : 4 * e.parameters;
-  e.model_state_bytes = persistent + in_use;
+  const double persistent =
+      config.parallel.fsdp ? 16 * parameters / double(group) : 12 * parameters;
+  const double in_use = config.parallel.fsdp ? 8 * parameters : 4 * parameters;
   // Activations a block's backward keeps per token, in the compute dtype: norm inputs, q/k/v,
   // attention output, the MLP's gate/up/activation; plus the attention log-sum-exp, always f32.
   // The head keeps its input and the logits and their gradient, in the compute dtype.
-  const int64_t rows = config.train.batch_size / group, tokens = rows * m.seq_len;
-  const int64_t element = dtype_storage_bytes(config.train.dtype, 1);
-  const int64_t blocks = last_block - first_block + 1;
-  int64_t per_token = blocks * ((6 * C + 2 * kv + 3 * F) * element + H * 4);
+  const double tokens = double(config.train.batch_size / group) * double(m.seq_len);
+  const double element = double(dtype_storage_bytes(config.train.dtype, 1));
+  double per_token = blocks * ((6 * C + 2 * kv + 3 * F) * element + H * 4);
   if (last_stage) per_token += (C + 2 * V) * element;
-  e.activation_bytes = tokens * per_token * int64_t(std::max(stashed, 1));
+  const auto saturated = [](double bytes) {  // at 2^60: sums of a few, total(), stay in range
+    constexpr double kMost = 0x1p60;
+    return bytes >= kMost ? int64_t(kMost) : int64_t(bytes);
+  };
+  MemoryEstimate e;
+  e.parameters = saturated(parameters);
+  e.model_state_bytes = saturated(persistent + in_use);
+  e.activation_bytes = saturated(tokens * per_token * double(std::max(stashed, 1)));
   return e;
 }
 

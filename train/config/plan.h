@@ -80,7 +80,8 @@ struct MemoryEstimate {
 // parameters and gradients, AdamW's FP32 state (a tied table counted on the first and the last
 // stage, which both hold it), and per block the activations its backward keeps in the compute
 // dtype (train.dtype). An estimate from shapes, not a measurement; tests/train/config/plan_test.cpp
-// works one example by hand.
+// works one example by hand. Each field saturates at 2^60 bytes (a config far beyond any machine
+// comes out too large for it, never wrapped into a small number).
 MemoryEstimate estimate_stage_memory(const TrainConfig& config, int first_block, int last_block,
                                      bool first_stage, bool last_stage, int group, int stashed);
 

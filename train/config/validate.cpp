@@ -74,33 +74,18 @@ void check_train(const TrainConfig& c) {
              show(c, "data.val_fraction", c.data.val_fraction));
 }
 
-// The sizes that the plan, the memory check and the trainer's buffers compute in int64, bounded
-// (in double, which does not overflow) far above any machine and far below int64's range, so
-// that none of their products wraps: a wrapped memory estimate passed the check and the trainer
-// then wrote past a micro-batch buffer sized 0.
-constexpr double kMaxParameters = 0x1p44;          // 17.6 trillion: 16 bytes each stay in int64
-constexpr double kMaxMicroBatchElements = 0x1p40;  // activations or logits of one micro-batch
+// Tokens of one micro-batch: the trainer sizes its batch buffers with this product in int64 and
+// the sampler adds one to seq_len, before the memory check (which estimates in double) has a say.
+// Bounded far above any machine: batch_size 2^60 wrapped the buffers to 0 tokens and training
+// wrote past them.
+constexpr double kMaxMicroBatchTokens = 0x1p40;
 
 void check_sizes(const TrainConfig& c) {
-  const ModelConfig& m = c.model;
-  const double C = double(m.dim), F = double(m.ffn_dim), V = double(m.vocab_size);
-  const double L = double(m.n_layers), T = double(m.seq_len), B = double(c.train.batch_size);
-  // An upper bound (key/value projections as wide as the queries', an untied head).
-  const double parameters = L * (4 * C * C + 3 * C * F + 2 * C) + 2 * V * C + C;
-  if (parameters > kMaxParameters)
-    H2_THROW(ConfigError, "{}, {}, {} and {} make about {:.3g} parameters, beyond 2^44",
-             show(c, "model.dim", m.dim), show(c, "model.ffn_dim", m.ffn_dim),
-             show(c, "model.vocab_size", m.vocab_size), show(c, "model.n_layers", m.n_layers),
-             parameters);
-  // What one micro-batch's backward keeps per token (estimate_stage_memory's terms), its logits.
-  const double per_token = L * (8 * C + 3 * F + double(m.n_heads)) + C + 2 * V;
-  if (B * T * per_token > kMaxMicroBatchElements)
-    H2_THROW(ConfigError,
-             "{} x {} tokens a micro-batch, with {} and {}, keep about {:.3g} activation "
-             "values, beyond 2^40",
-             show(c, "train.batch_size", c.train.batch_size), show(c, "model.seq_len", m.seq_len),
-             show(c, "model.dim", m.dim), show(c, "model.vocab_size", m.vocab_size),
-             B * T * per_token);
+  const double tokens = double(c.train.batch_size) * double(c.model.seq_len);
+  if (tokens > kMaxMicroBatchTokens)
+    H2_THROW(ConfigError, "{} x {} = {:.3g} tokens a micro-batch, beyond 2^40",
+             show(c, "train.batch_size", c.train.batch_size),
+             show(c, "model.seq_len", c.model.seq_len), tokens);
 }
 
 void check_checkpoint(const TrainConfig& c) {
