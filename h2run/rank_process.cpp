@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
@@ -37,15 +38,17 @@ constexpr const char* kSteps[] = {"setpgid", "prctl(PR_SET_PDEATHSIG)", "sigproc
 // Runs in the child between fork and exec.
 [[noreturn]] void exec_child(pid_t parent, char* const* argv, char* const* envp,
                              const char* executable, const sigset_t& mask, int in_fd, int out_fd,
-                             int err_fd, int error_fd) {
+                             int err_fd, int error_fd, int open_max) {
   if (::setpgid(0, 0) != 0) child_fail(error_fd, 0);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(error_fd, 1);
   if (::getppid() != parent) ::_exit(127);  // h2run died before the line above
   if (::sigprocmask(SIG_SETMASK, &mask, nullptr) != 0) child_fail(error_fd, 2);
   if (::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0)
     child_fail(error_fd, 3);
-  // Nothing else of h2run's (the store's sockets, other ranks' pipes) survives the exec.
-  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  // Nothing else of h2run's (the store's sockets, other ranks' pipes) survives the exec. Kernels
+  // before 5.11 refuse CLOSE_RANGE_CLOEXEC (before 5.9 close_range itself): flag each one.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+    for (int fd = 3; fd < open_max; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   ::execve(executable, argv, envp);
   child_fail(error_fd, 4);
 }
@@ -71,12 +74,14 @@ RankProcess::RankProcess(const RankSpec& spec, const sigset_t& child_mask) : ran
   std::vector<char*> argv = c_strings(spec.argv);
   std::vector<char*> envp = c_strings(spec.env);
   const pid_t parent = ::getpid();
+  const long open_max = ::sysconf(_SC_OPEN_MAX);  // sysconf is not safe after fork: asked here
 
   pid_ = ::fork();
   if (pid_ < 0) H2_THROW(Error, "cannot fork {}: {}", label, std::strerror(errno));
   if (pid_ == 0)
     exec_child(parent, argv.data(), envp.data(), spec.executable.c_str(), child_mask,
-               dev_null.get(), out.write.get(), err.write.get(), error.write.get());
+               dev_null.get(), out.write.get(), err.write.get(), error.write.get(),
+               open_max > 0 ? int(std::min<long>(open_max, 1 << 20)) : 1024);
 
   // Also from here, so that signals sent right away reach the group (EACCES: it exec'd already).
   if (::setpgid(pid_, pid_) != 0 && errno != EACCES && errno != ESRCH)
@@ -104,9 +109,8 @@ RankProcess::RankProcess(const RankSpec& spec, const sigset_t& child_mask) : ran
 }
 
 RankProcess::~RankProcess() {
-  if (pid_ <= 0) return;
-  ::kill(-pid_, SIGKILL);  // ESRCH: nothing of the group is left
-  if (status_) return;
+  if (pid_ <= 0 || status_) return;  // reaped: try_reap stopped its group
+  ::kill(-pid_, SIGKILL);
   int wait_status;
   while (::waitpid(pid_, &wait_status, 0) < 0 && errno == EINTR) {
   }
@@ -123,11 +127,22 @@ void RankProcess::pump() {
 
 bool RankProcess::try_reap() {
   if (status_) return false;
+  // Ended? Asked without reaping: while the rank is a zombie its pid, and so its process
+  // group's number, cannot be reused, so the SIGKILL for what it left running in its group
+  // reaches them and nothing else (sent after the reap, it could reach a new group that took
+  // the number).
+  siginfo_t info{};
+  int asked;
+  do asked = ::waitid(P_PID, id_t(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+  while (asked < 0 && errno == EINTR);
+  if (asked < 0)
+    H2_THROW(Error, "waitid({}) for rank {} failed: {}", pid_, rank_, std::strerror(errno));
+  if (info.si_pid == 0) return false;
+  ::kill(-pid_, SIGKILL);  // the rank's own children, if any (ESRCH: none)
   int wait_status = 0;
   pid_t got;
-  do got = ::waitpid(pid_, &wait_status, WNOHANG);
+  do got = ::waitpid(pid_, &wait_status, 0);
   while (got < 0 && errno == EINTR);
-  if (got == 0) return false;
   if (got < 0)
     H2_THROW(Error, "waitpid({}) for rank {} failed: {}", pid_, rank_, std::strerror(errno));
   status_ = ExitStatus::from_wait(wait_status);

@@ -1,7 +1,7 @@
 // One rank of the job as a child process of h2run. The child runs in a process group of its own
 // (so h2run can signal everything the rank started), dies with h2run (PR_SET_PDEATHSIG), reads
-// /dev/null and writes into pipes that OutputPipe forwards. RAII: destroying a RankProcess kills
-// its process group and reaps the child.
+// /dev/null and writes into pipes that OutputPipe forwards. RAII: what the rank started dies with
+// it (its group is killed when it is reaped), and destroying a RankProcess kills and reaps it.
 #pragma once
 
 #include <poll.h>
@@ -33,7 +33,8 @@ class RankProcess {
   // blocked the signals it watches). Error naming the rank, the executable and the failed step
   // when it cannot start (fork, exec).
   RankProcess(const RankSpec& spec, const sigset_t& child_mask);
-  // SIGKILL to the rank's process group, then waits for the child unless it was reaped already.
+  // SIGKILL to the rank's process group and waits for the child, unless it was reaped already
+  // (try_reap did both).
   ~RankProcess();
   RankProcess(const RankProcess&) = delete;
   RankProcess& operator=(const RankProcess&) = delete;
@@ -49,8 +50,9 @@ class RankProcess {
   void add_poll_fds(std::vector<pollfd>& fds) const;
   // Forwards the output available now.
   void pump();
-  // Reaps the child if it ended (then forwards its remaining output and closes the pipes).
-  // Returns true exactly once, when it reaped it.
+  // Reaps the child if it ended: first SIGKILL to what it left in its process group, while its
+  // zombie keeps the group's number from reuse; then forwards its remaining output and closes
+  // the pipes. Returns true exactly once, when it reaped it.
   bool try_reap();
   // Sends `signal` to the rank's process group (the rank and whatever it started). A group that
   // is gone already is not an error; any other refusal is reported on stderr.
