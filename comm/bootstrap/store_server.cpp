@@ -46,6 +46,9 @@ struct Waiter {
 struct State {
   std::string label;  // host:port, for logs
   std::string token;
+  // How long a connection may stay unauthenticated: thousands that never sent HELLO took the
+  // server to 1.3 GB and out of descriptors, locking real ranks out (StoreServer::kHelloTimeout).
+  std::chrono::milliseconds hello_timeout{StoreServer::kHelloTimeout};
   std::atomic<int64_t> refused{0};
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Waiter>>> waiters;
@@ -57,14 +60,25 @@ struct State {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, State& state) : socket_(std::move(socket)), state_(state) {
+  Session(tcp::socket socket, State& state)
+      : socket_(std::move(socket)), state_(state), hello_timer_(socket_.get_executor()) {
     error_code ec;
     tcp::endpoint peer = socket_.remote_endpoint(ec);
     peer_ = ec ? std::string("unknown peer")
                : fmt::format("{}:{}", peer.address().to_string(), peer.port());
   }
 
-  void start() { read_header(); }
+  void start() {
+    hello_timer_.expires_after(state_.hello_timeout);
+    hello_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (ec || self->authenticated_ || self->closed_) return;
+      self->state_.refused.fetch_add(1);
+      H2_LOG_WARN("store {} closes the connection from {}: no HELLO within {} ms",
+                  self->state_.label, self->peer_, self->state_.hello_timeout.count());
+      self->close();
+    });
+    read_header();
+  }
 
   // A parked request's keys all exist now.
   void wake() {
@@ -120,6 +134,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!proto::tokens_equal(request.strings.front(), state_.token))
       return refuse("wrong job token");
     authenticated_ = true;
+    hello_timer_.cancel();
     reply(proto::ok());
     read_header();
   }
@@ -245,6 +260,7 @@ class Session : public std::enable_shared_from_this<Session> {
       state_.unregister(parked_);
       parked_.reset();
     }
+    hello_timer_.cancel();
     error_code ec;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
@@ -257,6 +273,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string body_;
   std::deque<std::string> writes_;
   std::shared_ptr<Waiter> parked_;
+  asio::steady_timer hello_timer_;  // closes a connection still unauthenticated at its expiry
   bool authenticated_ = false;
   bool closing_ = false;  // close once the queued replies are written
   bool closed_ = false;
@@ -338,10 +355,14 @@ struct StoreServer::Impl {
         });
         return;
       }
+      accept();  // first: a session that fails to start must not stop the accepting
       error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Session>(std::move(socket), state)->start();
-      accept();
+      try {
+        std::make_shared<Session>(std::move(socket), state)->start();
+      } catch (const std::exception& e) {
+        H2_LOG_ERROR("store {}: dropped a new connection: {}", state.label, e.what());
+      }
     });
   }
 
@@ -358,10 +379,12 @@ struct StoreServer::Impl {
   }
 };
 
-StoreServer::StoreServer(std::string host, int port, std::string token)
+StoreServer::StoreServer(std::string host, int port, std::string token,
+                         std::chrono::milliseconds hello_timeout)
     : impl_(std::make_unique<Impl>()) {
   impl_->host = std::move(host);
   impl_->state.token = std::move(token);
+  impl_->state.hello_timeout = hello_timeout;
   impl_->bind(port);
   impl_->state.label = fmt::format("{}:{}", impl_->host, impl_->port);
   impl_->accept();

@@ -295,6 +295,26 @@ TEST_F(StoreTest, OversizeFrameIsRefused) {
   EXPECT_TRUE(closed);
 }
 
+// A peer that connects and never authenticates (sends nothing, or only a HELLO header) is
+// closed after the server's hello timeout and counted; a client arriving meanwhile is served.
+TEST(StoreServerTest, AConnectionWithoutHelloIsClosedAfterTheTimeout) {
+  StoreServer server("127.0.0.1", 0, kToken, 300ms);
+  RawConnection silent(server.port());
+  RawConnection header_only(server.port());
+  header_only.send(std::string("\x00\x01\x00\x00", 4));  // a 64 KiB HELLO that never comes
+  StoreClient c("127.0.0.1", server.port(), kToken, 2s);
+  c.set("k", "v");
+  const auto start = Clock::now();
+  bool closed = false;
+  EXPECT_TRUE(silent.read_until_closed(&closed).empty());
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(header_only.read_until_closed(&closed).empty());
+  EXPECT_TRUE(closed);
+  EXPECT_LT(ms_since(start), 1500);
+  EXPECT_EQ(server.refused_clients(), 2);
+  EXPECT_EQ(c.get("k", 1s), "v");  // authenticated connections are not timed out
+}
+
 TEST_F(StoreTest, ServerDestroyedWhileAClientWaits) {
   auto c = client();
   std::string message;
