@@ -75,7 +75,9 @@ Command make_env_command(CLI::App& parent) {
   return {app, [] {
             for (const EnvKnob& knob : env_knobs())
               fmt::print("{:<22} = {:<10} (default '{}')\n    {}\n", knob.name,
-                         fmt::format("'{}'", env_string(knob.name)), knob.default_value, knob.help);
+                         knob.secret ? (env_string(knob.name).empty() ? "(unset)" : "(set)")
+                                     : fmt::format("'{}'", env_string(knob.name)),
+                         knob.default_value, knob.help);
             return 0;
           }};
 }

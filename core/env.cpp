@@ -71,10 +71,11 @@ constexpr EnvKnob kKnobs[] = {
      "derived from the job id)"},
     {"H2_JOB_TOKEN", "",
      "per-job secret every store client presents (set by h2run; derived "
-     "from the launcher's job id otherwise)"},
+     "from the launcher's job id otherwise)",
+     true},
     {"H2_RESTART", "0",
      "how many times h2run restarted this job; from 1 on, h2 train resumes from the newest "
-     "checkpoint in checkpoint.dir"},
+     "checkpoint in checkpoint.dir that this job wrote"},
 };
 
 const EnvKnob& find_knob(std::string_view name) {

@@ -14,6 +14,7 @@ struct EnvKnob {
   std::string_view name;
   std::string_view default_value;
   std::string_view help;
+  bool secret = false;  // shown as set or unset, never its value (H2_JOB_TOKEN)
 };
 
 // The table, in a stable order.

@@ -112,9 +112,12 @@ if grep -q "^step " dry.log; then echo "--dry-run trained"; exit 1; fi
 grep -q "  steps: 1$" set-first.yaml || { echo "--set before the config was not applied"; exit 1; }
 # The inspection commands: demo checks a device against cpu:0, devices lists cpu:0, ops lists the
 # catalogue with dtypes, env every knob with its value.
-H2_NUM_THREADS=1 "$h2" env >env.txt
+H2_NUM_THREADS=1 H2_JOB_TOKEN=not-for-logs "$h2" env >env.txt
 grep -Eq "^H2_NUM_THREADS *= '1'" env.txt && grep -q "H2_CHECK_OPS" env.txt ||
   { echo "h2 env: $(head -5 env.txt)"; exit 1; }
+# The job's secret is shown as set, never printed (job logs keep this output).
+grep -Eq "^H2_JOB_TOKEN *= \(set\)" env.txt && ! grep -q "not-for-logs" env.txt ||
+  { echo "h2 env printed the job token: $(grep H2_JOB_TOKEN env.txt)"; exit 1; }
 # devices shows the peak MFU divides by and says where it came from (here the knob, not the
 # nominal 165 GFLOP/s per thread of the CPU's props).
 H2_CPU_PEAK_GFLOPS=123 "$h2" devices >devices.txt
