@@ -305,6 +305,7 @@ void parse_store_addr(const std::string& var, const std::string& text, RankInfo&
   if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 || port > 65535)
     bad();
   info.store_host = host;
+  info.store_host_given = true;
   info.store_port = port;
 }
 
@@ -313,7 +314,10 @@ void fill_store_addr(const EnvLookup& env, RankInfo& info) {
     parse_store_addr("H2_STORE_ADDR", *addr, info);
     return;
   }
-  if (std::optional<std::string> host = lookup(env, "MASTER_ADDR")) info.store_host = *host;
+  if (std::optional<std::string> host = lookup(env, "MASTER_ADDR")) {
+    info.store_host = *host;
+    info.store_host_given = true;
+  }
   if (std::optional<std::string> port = lookup(env, "MASTER_PORT")) {
     int parsed = parse_count("MASTER_PORT", *port);
     if (parsed < 1 || parsed > 65534)

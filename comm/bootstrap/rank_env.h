@@ -17,6 +17,7 @@ struct RankInfo {
   int node_rank = 0;
   std::string launcher = "none";  // "h2run", "openmpi", "pmix", "pmi", "slurm", "torchrun", "none"
   std::string store_host = "127.0.0.1";
+  bool store_host_given = false;   // by H2_STORE_ADDR or MASTER_ADDR (else the default above)
   int store_port = 0;              // 0: derived from the job id (one node only)
   std::string job_id;              // the launcher's job id; "" when there is none
   std::string token;               // per-job secret the store asks every client for

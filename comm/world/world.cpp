@@ -167,6 +167,14 @@ std::unique_ptr<World> World::join(const RankInfo& launched, Device& device,
              "rank {} of {}: no store address (set H2_STORE_ADDR=host:port or MASTER_ADDR and "
              "MASTER_PORT) and no launcher job id to derive one from",
              info.rank, info.size);
+  // Ranks on several nodes left at the default 127.0.0.1 each reach their own node, and those
+  // on other nodes than rank 0's wait out the timeout for a store that is not there.
+  if (info.local_size < info.size && !info.store_host_given)
+    H2_THROW(ConfigError,
+             "rank {} of {} ({} on this node): a job over several nodes needs the store's address "
+             "on a network every node reaches: set H2_STORE_ADDR=host:port, or MASTER_ADDR and "
+             "MASTER_PORT",
+             info.rank, info.size, info.local_size);
   if (info.size == 1) port = 0;  // a world of one serves itself on any free port
   const bool serve = options.serve_store.value_or(info.launcher != "h2run");
   if (info.rank == 0 && (serve || info.size == 1)) {

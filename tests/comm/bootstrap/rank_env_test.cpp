@@ -67,6 +67,7 @@ TEST(RankEnvTest, H2run) {
   EXPECT_EQ(info.local_size, 4);
   EXPECT_EQ(info.node_rank, 1);
   EXPECT_EQ(info.store_host, "10.1.2.3");
+  EXPECT_TRUE(info.store_host_given);
   EXPECT_EQ(info.store_port, 29400);
   EXPECT_EQ(info.token, "s3cret");
 }
@@ -82,7 +83,8 @@ TEST(RankEnvTest, OpenMpiWithItsPmixVariables) {
   EXPECT_EQ(info.size, 8);
   EXPECT_EQ(info.local_rank, 2);
   EXPECT_EQ(info.local_size, 4);
-  EXPECT_EQ(info.node_rank, 1);  // rank / local_size, not OMPI_COMM_WORLD_NODE_RANK
+  EXPECT_EQ(info.node_rank, 1);         // rank / local_size, not OMPI_COMM_WORLD_NODE_RANK
+  EXPECT_FALSE(info.store_host_given);  // 127.0.0.1 by default: World::join refuses 2 nodes
   EXPECT_EQ(info.job_id, "prterun-host-42@1");
   EXPECT_EQ(info.token, "job:prterun-host-42@1");
   vars["OMPI_MCA_ess_base_jobid"] = "3735945217";  // Open MPI 4
