@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -58,13 +59,13 @@ std::string read_token(const std::string& path) {
 
 }  // namespace
 
-std::string local_token_path(const RankInfo& info) {
-  return fmt::format("{}/{}-{}.token", private_dir(), file_name_part(info.launcher),
-                     file_name_part(info.job_id));
+std::string local_token_path(const RankInfo& info, int port) {
+  return fmt::format("{}/{}-{}-{}.token", private_dir(), file_name_part(info.launcher),
+                     file_name_part(info.job_id), port);
 }
 
-std::string publish_local_token(const RankInfo& info) {
-  const std::string path = local_token_path(info);
+std::string publish_local_token(const RankInfo& info, int port) {
+  const std::string path = local_token_path(info, port);
   const std::string token = random_token();
   const std::string temp = fmt::format("{}.{}.tmp", path, ::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -79,9 +80,14 @@ std::string publish_local_token(const RankInfo& info) {
   return token;
 }
 
+void remove_local_token(const RankInfo& info, int port) {
+  const std::string path = local_token_path(info, port);
+  if (read_token(path) == info.token) std::remove(path.c_str());
+}
+
 std::unique_ptr<StoreClient> connect_with_local_token(RankInfo& info, const std::string& host,
                                                       int port, Millis timeout) {
-  const std::string path = local_token_path(info);
+  const std::string path = local_token_path(info, port);
   const auto deadline = Clock::now() + timeout;
   std::string last = "the file did not appear";
   while (Clock::now() < deadline) {

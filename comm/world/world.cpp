@@ -156,7 +156,6 @@ std::unique_ptr<World> World::join(const RankInfo& launched, Device& device,
   // A token derived from the job id is no secret: on one machine rank 0 makes a real one.
   const bool local_secret = info.token_from_job_id && info.size > 1 &&
                             info.local_size == info.size && info.launcher != "h2run";
-  if (local_secret && info.rank == 0) info.token = publish_local_token(info);
   if (options.transport != "auto" && options.transport != "ucx" && options.transport != "nccl")
     H2_THROW(ConfigError, "transport '{}' is not one of auto, ucx, nccl", options.transport);
   std::unique_ptr<World> world(new World());
@@ -176,6 +175,7 @@ std::unique_ptr<World> World::join(const RankInfo& launched, Device& device,
              "MASTER_PORT",
              info.rank, info.size, info.local_size);
   if (info.size == 1) port = 0;  // a world of one serves itself on any free port
+  if (local_secret && info.rank == 0) info.token = publish_local_token(info, port);
   const bool serve = options.serve_store.value_or(info.launcher != "h2run");
   if (info.rank == 0 && (serve || info.size == 1)) {
     world->server_ = std::make_unique<StoreServer>(info.store_host, port, info.token);
@@ -199,7 +199,7 @@ std::unique_ptr<World> World::join(const RankInfo& launched, Device& device,
   std::unique_ptr<Transport> transport =
       UcxTransport::connect(context, *world->store_, "world", info.rank, info.size, timeout);
   // Every rank has met every other through the store: nobody needs the token file any more.
-  if (local_secret && info.rank == 0) std::remove(local_token_path(info).c_str());
+  if (local_secret && info.rank == 0) remove_local_token(info, port);
   if (options.cluster != nullptr) {
     if (options.cluster->size() != info.size)
       H2_THROW(ConfigError, "{}: the cluster has {} chips; the job has {} ranks (one per chip)",

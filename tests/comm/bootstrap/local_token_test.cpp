@@ -51,12 +51,12 @@ RankInfo job(int rank, const std::string& id) {
                   .job_id = id};
 }
 
-TEST(LocalToken, RankZeroWritesAPrivateFileNamedByTheJob) {
+TEST(LocalToken, RankZeroWritesAPrivateFileNamedByTheJobAndItsStore) {
   RuntimeDir runtime;
-  const std::string token = publish_local_token(job(0, "1234@5"));
+  const std::string token = publish_local_token(job(0, "1234@5"), 29501);
   EXPECT_EQ(token.size(), 32u);
-  const std::string path = local_token_path(job(1, "1234@5"));
-  EXPECT_EQ(path, (runtime.path() / "h2" / "openmpi-1234_5.token").string());
+  const std::string path = local_token_path(job(1, "1234@5"), 29501);
+  EXPECT_EQ(path, (runtime.path() / "h2" / "openmpi-1234_5-29501.token").string());
   std::string read;
   std::getline(std::ifstream(path), read);
   EXPECT_EQ(read, token);
@@ -66,8 +66,19 @@ TEST(LocalToken, RankZeroWritesAPrivateFileNamedByTheJob) {
   ASSERT_EQ(::stat((runtime.path() / "h2").c_str(), &dir), 0);
   EXPECT_EQ(file.st_mode & 0777, 0600u);
   EXPECT_EQ(dir.st_mode & 0777, 0700u);
-  EXPECT_NE(publish_local_token(job(0, "1234@5")), token) << "each job gets a fresh token";
-  EXPECT_NE(local_token_path(job(0, "other")), path);
+  EXPECT_NE(local_token_path(job(0, "other"), 29501), path);
+  // Two jobs of one id (torchrun's "none"), each with its own store, keep their own files.
+  EXPECT_NE(local_token_path(job(0, "1234@5"), 29601), path);
+  // Rank 0 removes its file once the ranks joined, but not a later job's that replaced it.
+  RankInfo owner = job(0, "1234@5");
+  owner.token = token;
+  const std::string replacing = publish_local_token(job(0, "1234@5"), 29501);
+  EXPECT_NE(replacing, token) << "each job gets a fresh token";
+  remove_local_token(owner, 29501);
+  EXPECT_TRUE(fs::exists(path)) << "removed the token of the job that replaced it";
+  owner.token = replacing;
+  remove_local_token(owner, 29501);
+  EXPECT_FALSE(fs::exists(path));
 }
 
 TEST(LocalToken, AFolderOthersCanEnterIsRefused) {
@@ -76,7 +87,7 @@ TEST(LocalToken, AFolderOthersCanEnterIsRefused) {
   fs::permissions(runtime.path() / "h2",
                   fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
   try {
-    publish_local_token(job(0, "7"));
+    publish_local_token(job(0, "7"), 29501);
     FAIL() << "no ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("only this user can enter"), std::string::npos)
@@ -87,13 +98,14 @@ TEST(LocalToken, AFolderOthersCanEnterIsRefused) {
 TEST(LocalToken, AStaleTokenIsReadAgainUntilTheStoreTakesIt) {
   RuntimeDir runtime;
   const RankInfo zero = job(0, "42");
-  std::ofstream(local_token_path(zero)) << "an-earlier-jobs-token\n";
-  // Rank 0 serves with its own token but has not written it yet.
+  // Rank 0 serves with its own token but has not written it yet; an earlier job of that id and
+  // port left its file.
   const std::string fresh = "0123456789abcdef0123456789abcdef";
   StoreServer server("127.0.0.1", 0, fresh);
+  std::ofstream(local_token_path(zero, server.port())) << "an-earlier-jobs-token\n";
   std::thread rank_zero([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::ofstream(local_token_path(zero)) << fresh << "\n";
+    std::ofstream(local_token_path(zero, server.port())) << fresh << "\n";
   });
   RankInfo one = job(1, "42");
   auto client = connect_with_local_token(one, "127.0.0.1", server.port(), Millis(10000));
