@@ -83,9 +83,11 @@ int run_export(const ExportOptions& o) {
       "exported {} ({} tensors, {} parameters) to {} as Hugging Face LlamaForCausalLM ({}); "
       "tokenizer: {}\n",
       dir, tensors.size(), params, o.out, o.dtype,
-      has_imported ? "the imported model's (" + imported + ")"
-      : bytes      ? std::string("byte-level (token id = byte)")
-                   : std::string("none (trained on pre-tokenized data: add its tokenizer files)"));
+      has_imported && !std::filesystem::is_empty(imported)
+          ? "the imported model's (" + imported + ")"
+      : has_imported ? std::string("none (the imported model came without one: add its files)")
+      : bytes        ? std::string("byte-level (token id = byte)")
+              : std::string("none (trained on pre-tokenized data: add its tokenizer files)"));
   return 0;
 }
 

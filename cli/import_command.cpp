@@ -67,10 +67,15 @@ int run_import(const ImportOptions& o) {
   std::string written = checkpoint::save_checkpoint(o.out, {0, 0, yaml}, hf.tensors,
                                                     /*optimizer=*/{}, /*keep_last=*/0);
   // The source's tokenizer goes beside the checkpoints, for h2 export to carry on.
+  // The folder is made even when there are none: it marks the model as imported, so that
+  // export and generate never take its ids for bytes (hf_tokenizer.h).
   const std::string tokenizer = checkpoint::run_tokenizer_dir(o.out);
   fs::remove_all(tokenizer);
+  fs::create_directories(tokenizer);
   if (checkpoint::copy_tokenizer_files(o.hf_dir, tokenizer) > 0)
     fmt::print("tokenizer files: {}\n", tokenizer);
+  else
+    fmt::print("tokenizer files: none in {} (h2 export will write none either)\n", o.hf_dir);
   int64_t params = 0;
   for (const auto& [name, t] : hf.tensors) params += t.shape.numel();
   fmt::print("imported {} ({} tensors, {} parameters, {}) to {}\n", o.hf_dir, hf.tensors.size(),

@@ -185,10 +185,10 @@ def run_case(binary, root, work, tied):
     # A non-empty --out is refused (exit 2) unless --force.
     err = h2(binary, "export", d("big_run"), "--out", d("sharded"), expect=2).stderr
     check("--force" in err, f"{tag}: export refuses a non-empty --out")
+    # (No tokenizer: the imported folder came without one, so none is made up for it.)
     h2(binary, "export", d("big_run"), "--out", d("sharded"), "--force")
     check(sorted(os.listdir(d("sharded"))) == ["config.json", "generation_config.json",
-                                               "model.safetensors", "tokenizer.json",
-                                               "tokenizer_config.json"],
+                                               "model.safetensors"],
           f"{tag}: --force replaces the earlier shards")
     h2(binary, "import", d("big"), "--out", d("big_run"), expect=2)
 

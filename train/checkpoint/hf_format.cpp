@@ -104,17 +104,28 @@ void write_text(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
-// Earlier exports' files, which a loader would otherwise mix with the new ones.
-void remove_previous_export(const fs::path& dir) {
+// Earlier exports' files, which a loader would otherwise mix with the new ones; tokenizer files
+// only where this export writes a tokenizer (else they may be the user's own, added as the
+// export of a model trained on token ids asks).
+void remove_previous_export(const fs::path& dir, bool replaces_tokenizer) {
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::string name = entry.path().filename().string();
     bool shard = name.starts_with("model-") && name.ends_with(".safetensors");
     const auto& tokenizer = hf_tokenizer_file_names();
+    const bool tokenizer_file =
+        std::find(tokenizer.begin(), tokenizer.end(), name) != tokenizer.end();
     if (name == kConfigFile || name == kSingleFile || name == kIndexFile || shard ||
-        name == kGenerationConfigFile ||
-        std::find(tokenizer.begin(), tokenizer.end(), name) != tokenizer.end())
+        name == kGenerationConfigFile || (tokenizer_file && replaces_tokenizer))
       fs::remove(entry.path());
   }
+}
+
+// Whether `dir` holds any tokenizer file to copy.
+bool has_tokenizer_files(const std::string& dir) {
+  if (dir.empty()) return false;
+  for (const std::string& name : hf_tokenizer_file_names())
+    if (fs::is_regular_file(fs::path(dir) / name)) return true;
+  return false;
 }
 
 // The file each tensor lives in: one file, or the index's weight_map.
@@ -370,7 +381,8 @@ void write_hf_model(const std::string& dir, const config::ModelConfig& model,
                options.source, name);
 
   fs::create_directories(dir);
-  remove_previous_export(dir);
+  remove_previous_export(
+      dir, has_tokenizer_files(options.tokenizer_dir) || options.byte_level_tokenizer);
   const auto shards = plan_shards(sizes, options.max_shard_bytes);
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   int64_t total = 0;
@@ -391,7 +403,7 @@ void write_hf_model(const std::string& dir, const config::ModelConfig& model,
     write_text(fs::path(dir) / kIndexFile, index.dump(2) + "\n");
   }
   write_text(fs::path(dir) / kGenerationConfigFile, hf_generation_config_json(model));
-  if (!options.tokenizer_dir.empty()) {
+  if (has_tokenizer_files(options.tokenizer_dir)) {
     copy_tokenizer_files(options.tokenizer_dir, dir);
     if (!fs::exists(fs::path(dir) / "tokenizer_config.json"))
       write_text(fs::path(dir) / "tokenizer_config.json", tokenizer_config_json(model));

@@ -114,7 +114,10 @@ std::string run_tokenizer_dir(const std::string& run_dir) {
 }
 
 std::string kept_tokenizer_dir(const std::string& checkpoint_dir) {
-  return run_tokenizer_dir(fs::path(checkpoint_dir).parent_path().string());
+  // "run/step_000010/" names the folder too: parent_path of it would be the folder itself.
+  fs::path checkpoint = fs::path(checkpoint_dir).lexically_normal();
+  if (!checkpoint.has_filename()) checkpoint = checkpoint.parent_path();
+  return run_tokenizer_dir(checkpoint.parent_path().string());
 }
 
 namespace {

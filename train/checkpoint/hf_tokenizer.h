@@ -29,7 +29,9 @@ std::string tokenizer_config_json(const config::ModelConfig& model);
 int copy_tokenizer_files(const std::string& from, const std::string& to);
 
 // The folder beside a run's checkpoints where `h2 import` keeps the source's tokenizer files, from
-// the run's folder (checkpoint.dir) or from one of its checkpoints (step_NNNNNN).
+// the run's folder (checkpoint.dir) or from one of its checkpoints (step_NNNNNN, a trailing '/'
+// or not). Import makes it even when the source had no tokenizer files: its presence says the
+// model is imported, so its ids are not bytes whatever data.format the run read.
 std::string run_tokenizer_dir(const std::string& run_dir);
 std::string kept_tokenizer_dir(const std::string& checkpoint_dir);
 

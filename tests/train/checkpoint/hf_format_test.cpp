@@ -318,6 +318,25 @@ TEST(HfFormat, RoundTripIsBitIdentical) {
       }
 }
 
+// An imported model that came without tokenizer files (its kept folder empty) is exported with
+// none, not with a byte-level one beside a larger vocabulary; and an export that writes no
+// tokenizer leaves the user's own tokenizer files in place, --force or not.
+TEST(HfFormat, NoTokenizerToWriteKeepsTheFoldersOwn) {
+  TempDir dir;
+  config::ModelConfig m = small_model(true);
+  TensorMap weights = random_weights(m, 3);
+  fs::create_directories(dir.path() / "kept");  // what h2 import leaves without tokenizer files
+  write_hf_model(dir.file("out"), m, weights, {.tokenizer_dir = dir.file("kept")});
+  EXPECT_FALSE(fs::exists(dir.path() / "out" / "tokenizer.json"));
+  EXPECT_FALSE(fs::exists(dir.path() / "out" / "tokenizer_config.json"));
+  std::ofstream(dir.path() / "out" / "tokenizer.json") << "{\"the user's\": 1}";
+  write_hf_model(dir.file("out"), m, weights, {});
+  EXPECT_TRUE(fs::exists(dir.path() / "out" / "tokenizer.json"));
+  write_hf_model(dir.file("out"), m, weights, {.byte_level_tokenizer = true});
+  EXPECT_NE(read_file(dir.path() / "out" / "tokenizer.json").find("\"vocab\""), std::string::npos)
+      << "an export that writes a tokenizer replaces the old one";
+}
+
 TEST(HfFormat, TiedModelsHaveNoHeadTensor) {
   TempDir dir;
   config::ModelConfig m = small_model(true);

@@ -97,5 +97,14 @@ TEST(HfTokenizer, CopiesOnlyTheTokenizerFilesPresent) {
   EXPECT_EQ(copy_tokenizer_files(fresh_dir("h2_hf_tokenizer_empty").string(), to.string()), 0);
 }
 
+// The kept tokenizer sits beside the run's checkpoints, whichever way the checkpoint is named
+// (a shell's completion adds the trailing '/', which once made it the checkpoint folder itself).
+TEST(HfTokenizer, TheKeptTokenizerIsBesideTheRunWithOrWithoutATrailingSlash) {
+  EXPECT_EQ(kept_tokenizer_dir("runs/a/step_000010"), "runs/a/tokenizer");
+  EXPECT_EQ(kept_tokenizer_dir("runs/a/step_000010/"), "runs/a/tokenizer");
+  EXPECT_EQ(kept_tokenizer_dir("runs/a/./step_000010//"), "runs/a/tokenizer");
+  EXPECT_EQ(run_tokenizer_dir("runs/a"), "runs/a/tokenizer");
+}
+
 }  // namespace
 }  // namespace h2::checkpoint
