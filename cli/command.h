@@ -44,6 +44,18 @@ inline CLI::Option* add_set_option(CLI::App& app, std::vector<std::string>& over
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
+// A check for each comma-separated element of --ids: CLI11 reads "--ids ''" as the id 0, which
+// would silently become a prompt of token 0.
+inline CLI::Validator non_empty_ids() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.find_first_not_of(" \t") == std::string::npos)
+          return "an empty token id (give ids like 72,105)";
+        return "";
+      },
+      "ID");
+}
+
 struct Command {
   CLI::App* app;
   std::function<int()> run;  // returns the exit code

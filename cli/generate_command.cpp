@@ -50,10 +50,15 @@ int32_t sample(const std::vector<float>& logits, double temperature, std::mt1993
 
 int run_generate(const GenerateOptions& o) {
   const std::string dir = train::resolve_checkpoint_dir(o.checkpoint);
-  const config::ModelConfig m = train::checkpoint_model_config(dir);
-  const bool bytes = m.vocab_size == data::ByteTokenizer::kVocabSize;
+  const config::TrainConfig saved = train::checkpoint_config(dir);
+  const config::ModelConfig& m = saved.model;
+  // Bytes as token ids: a model trained on text (its vocabulary may exceed the 256 bytes), unless
+  // imported, whose run reads text only as a stand-in (h2 export decides alike).
+  const std::string kept = checkpoint::kept_tokenizer_dir(dir);
+  const bool bytes =
+      saved.data.format == config::DataFormat::text && !std::filesystem::exists(kept);
   std::string tokenizer_file = o.tokenizer;
-  const std::string imported = checkpoint::kept_tokenizer_dir(dir) + "/tokenizer.json";
+  const std::string imported = kept + "/tokenizer.json";
   if (tokenizer_file.empty() && !bytes && std::filesystem::exists(imported))
     tokenizer_file = imported;
   const std::optional<checkpoint::TokenDecoder> decoder =
@@ -61,9 +66,9 @@ int run_generate(const GenerateOptions& o) {
                              : std::optional<checkpoint::TokenDecoder>(tokenizer_file);
   if (!bytes && o.ids.empty())
     H2_THROW(ConfigError,
-             "{}: model.vocab_size is {}, not a byte-level model: give the prompt as --ids (ids of "
-             "this model's tokenizer)",
-             dir, m.vocab_size);
+             "{}: not a model of bytes (imported, or trained on token ids: data.format {}): give "
+             "the prompt as --ids (ids of this model's tokenizer)",
+             dir, data::data_format_name(saved.data.format));
   auto runtime = create_runtime();
   Device& device = runtime->device(o.device);
   train::LoadedModel loaded = train::load_trained_model(dir, device, DType::f32);
@@ -110,7 +115,8 @@ Command make_generate_command(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--ids", options->ids,
                   "the prompt as comma-separated token ids (any vocabulary), instead of --prompt")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(non_empty_ids());
   app->add_option("--tokenizer", options->tokenizer,
                   "tokenizer.json that turns the ids into text (default: the one h2 import kept "
                   "beside the checkpoints)")

@@ -74,6 +74,7 @@ Command make_logits_command(CLI::App& parent) {
       ->required();
   app->add_option("--ids", options->ids, "token ids, comma-separated (at most model.seq_len)")
       ->delimiter(',')
+      ->check(non_empty_ids())
       ->required();
   app->add_option("--out", options->out, "output .npy file: float32 array of shape (T, V)")
       ->required();
