@@ -45,6 +45,15 @@ std::string utc_now() {
   return fmt::format("{}.{:03}Z", text, millis);
 }
 
+// Whether the file at `path` exists and its last byte is not a newline: a line torn by a crash
+// or a full disk, which the next record must not be appended to.
+bool ends_mid_line(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in || in.tellg() <= 0) return false;
+  in.seekg(-1, std::ios::end);
+  return in.get() != '\n';
+}
+
 // Start records already in a metrics file: the attempt number of the run about to append.
 int count_starts(const std::string& path) {
   std::ifstream in(path);
@@ -87,10 +96,12 @@ MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   std::error_code error;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), error);
   if (append) attempt_ = count_starts(path);
+  const bool torn = append && ends_mid_line(path);
   file_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!file_)
     H2_THROW(ConfigError, "log.metrics_file: cannot open '{}' for writing{}", path,
              error ? ": " + error.message() : "");
+  if (torn) file_ << '\n';  // the torn line stays alone, and this run's records whole
 }
 
 void MetricsLog::write(const nlohmann::json& line) {

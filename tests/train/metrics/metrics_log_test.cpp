@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "train/metrics/metrics_log.h"
@@ -81,6 +83,30 @@ TEST(MetricsLog, AResumedLogCountsItsAttemptsFromTheStartRecords) {
   EXPECT_EQ(lines[5]["event"], "resume");
   EXPECT_EQ(lines[5]["checkpoint"], "ckpt/step_000001");
   EXPECT_EQ(MetricsLog(path, true).attempt(), 3);
+}
+
+// A line torn by a crash or a full disk (no newline at its end) stays alone: the resumed run's
+// start record is not appended to it, so line-by-line readers still find it.
+TEST(MetricsLog, AResumeAfterATornLineStartsOnALineOfItsOwn) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "h2_metrics_torn/metrics.jsonl").string();
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  {
+    MetricsLog first(path);
+    first.write_event("start", 0);
+  }
+  std::ofstream(path, std::ios::app) << R"({"step":3,"loss":2.5)";  // torn mid-record
+  {
+    MetricsLog resumed(path, /*append=*/true);
+    resumed.write_event("start", 2);
+  }
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1], R"({"step":3,"loss":2.5)");
+  EXPECT_EQ(nlohmann::json::parse(lines[2])["event"], "start");
+  EXPECT_EQ(nlohmann::json::parse(lines[2])["attempt"], 1);
 }
 
 TEST(MetricsLog, ProgressLineShowsTheFigures) {
