@@ -80,10 +80,13 @@ int run_generate(const GenerateOptions& o) {
                m.vocab_size, dir);
   std::vector<int32_t> context(o.ids.begin(), o.ids.end());
   if (context.empty()) context = byte_tokenizer.encode(o.prompt.empty() ? "\n" : o.prompt);
-  // Text where it can be had: bytes, or a tokenizer's pieces; else the ids themselves.
+  // Text where it can be had: bytes, or a tokenizer's pieces; else the ids themselves. A model of
+  // bytes may have spare ids past the 256 bytes (vocab_size 320): they show as "<id>".
   auto show = [&](int32_t id) {
     if (decoder) return decoder->decode(id);
-    if (bytes) return std::string(1, char(byte_tokenizer.decode_token(id)));
+    if (bytes && id < data::ByteTokenizer::kVocabSize)
+      return std::string(1, char(byte_tokenizer.decode_token(id)));
+    if (bytes) return fmt::format("<{}>", id);
     return fmt::format("{} ", id);
   };
   for (int32_t id : context) fmt::print("{}", show(id));
