@@ -114,8 +114,9 @@ std::string run_tokenizer_dir(const std::string& run_dir) {
 }
 
 std::string kept_tokenizer_dir(const std::string& checkpoint_dir) {
-  // "run/step_000010/" names the folder too: parent_path of it would be the folder itself.
-  fs::path checkpoint = fs::path(checkpoint_dir).lexically_normal();
+  // Absolute first: "." (the checkpoint as the working directory) has no parent of its own; and
+  // "run/step_000010/" names the folder too, though parent_path of it is the folder itself.
+  fs::path checkpoint = fs::absolute(checkpoint_dir).lexically_normal();
   if (!checkpoint.has_filename()) checkpoint = checkpoint.parent_path();
   return run_tokenizer_dir(checkpoint.parent_path().string());
 }

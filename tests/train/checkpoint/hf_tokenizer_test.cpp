@@ -99,10 +99,19 @@ TEST(HfTokenizer, CopiesOnlyTheTokenizerFilesPresent) {
 
 // The kept tokenizer sits beside the run's checkpoints, whichever way the checkpoint is named
 // (a shell's completion adds the trailing '/', which once made it the checkpoint folder itself).
-TEST(HfTokenizer, TheKeptTokenizerIsBesideTheRunWithOrWithoutATrailingSlash) {
-  EXPECT_EQ(kept_tokenizer_dir("runs/a/step_000010"), "runs/a/tokenizer");
-  EXPECT_EQ(kept_tokenizer_dir("runs/a/step_000010/"), "runs/a/tokenizer");
-  EXPECT_EQ(kept_tokenizer_dir("runs/a/./step_000010//"), "runs/a/tokenizer");
+TEST(HfTokenizer, TheKeptTokenizerIsBesideTheRunWhateverTheCheckpointPathsForm) {
+  const std::string want = (fs::current_path() / "runs" / "a" / "tokenizer").string();
+  EXPECT_EQ(kept_tokenizer_dir("runs/a/step_000010"), want);
+  EXPECT_EQ(kept_tokenizer_dir("runs/a/step_000010/"), want);
+  EXPECT_EQ(kept_tokenizer_dir("runs/a/./step_000010//"), want);
+  EXPECT_EQ(kept_tokenizer_dir("runs/a/step_000010/."), want);
+  // The checkpoint as the working directory ("h2 export ." from inside it).
+  const fs::path step = fresh_dir("h2_kept_tokenizer_run") / "step_000010";
+  fs::create_directories(step);
+  const fs::path before = fs::current_path();
+  fs::current_path(step);
+  EXPECT_EQ(kept_tokenizer_dir("."), (step.parent_path() / "tokenizer").string());
+  fs::current_path(before);
   EXPECT_EQ(run_tokenizer_dir("runs/a"), "runs/a/tokenizer");
 }
 
