@@ -40,7 +40,8 @@ class Watch {
       for (auto& rank : ranks_) {
         if (!rank->try_reap()) continue;
         if (!rank->status()->ok() && !stopping()) on_failure(*rank);
-        if (outcome_.interrupted_by != 0 && !outcome_.failed && !stopped_cleanly(*rank))
+        if (outcome_.interrupted_by != 0 && !outcome_.failed && !killed_on_request_ &&
+            !stopped_cleanly(*rank))
           on_failure_during_stop(*rank);
       }
       if (kill_at_ && Clock::now() >= *kill_at_) kill_remaining(true);
@@ -90,7 +91,8 @@ class Watch {
 
   // During a stop h2run passed on, a rank that ended otherwise than by it (its checkpoint write
   // failed, it crashed, it was killed after the grace): the job did not stop cleanly, and says
-  // so instead of ending as a clean stop would.
+  // so instead of ending as a clean stop would. Not the ranks h2run killed because the user
+  // asked a second time: that is the documented end of a stop (128 + signal).
   bool stopped_cleanly(const RankProcess& rank) const {
     const ExitStatus& status = *rank.status();
     return status.ok() || status.exit_code() == 128 + outcome_.interrupted_by;
@@ -109,6 +111,7 @@ class Watch {
     if (stopping()) {  // a second request, or one during a stop: no more grace
       if (running() > 0)
         say(fmt::format("received {} during the stop: killing the ranks", signal_name(signal)));
+      killed_on_request_ = true;
       kill_remaining(false);
       outcome_.interrupted_by = outcome_.interrupted_by != 0 ? outcome_.interrupted_by : signal;
       return;
@@ -138,6 +141,7 @@ class Watch {
   std::vector<std::unique_ptr<RankProcess>> ranks_;
   AttemptOutcome outcome_;
   std::optional<Clock::time_point> kill_at_;
+  bool killed_on_request_ = false;  // a second stop signal: the ranks were killed at once
 };
 
 }  // namespace

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/h2run/h2run_harness.h"
@@ -220,6 +222,25 @@ TEST(H2run, ARankFailingDuringAStopIsNamedAndItsCodePassedOn) {
   EXPECT_CONTAINS(r.err, "exited with code 1 while stopping on SIGTERM (a clean stop exits 143)\n");
   EXPECT_CONTAINS(r.err, "[rank 1] cannot save");
   EXPECT_FALSE(contains(r.err, "rank 0 (node")) << r.err;
+}
+
+// A second SIGINT kills the ranks at once, as asked: the job ends as a stop (130), not as a
+// rank's failure, though the ranks die by SIGKILL.
+TEST(H2run, ASecondSigintKillsTheRanksAndEndsAsAStop) {
+  TempDir dir;
+  const std::string d = dir.path();
+  H2runProcess h2run({"-n", "2", "--", "sh", "-c",
+                      "trap '' INT; echo $$ > " + d + "/r$H2_RANK.tmp && mv " + d +
+                          "/r$H2_RANK.tmp " + d + "/r$H2_RANK; while :; do sleep 0.05; done"});
+  ASSERT_GT(wait_for_pid_file(d + "/r0"), 0);
+  ASSERT_GT(wait_for_pid_file(d + "/r1"), 0);
+  ::kill(h2run.pid(), SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(h2run.pid(), SIGINT);
+  RunResult r = h2run.wait(30);
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
+  EXPECT_CONTAINS(r.err, "received SIGINT during the stop: killing the ranks");
+  EXPECT_FALSE(contains(r.err, "while stopping on")) << r.err;
 }
 
 TEST(H2run, ForwardsSigintToTheRanks) {
