@@ -1,6 +1,7 @@
 // OutputPipe: split a rank's bytes into lines, prefix and forward them.
 #include "h2run/output_pipe.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,23 +32,25 @@ void OutputPipe::flush_partial() {
   partial_.clear();
 }
 
-void OutputPipe::pump() {
+size_t OutputPipe::pump() {
   char buffer[16384];
+  size_t got = 0;
   // At most a pipe's default capacity (64 KiB) per call: a rank that writes without pause would
   // otherwise keep this loop from returning, and the launcher from reaping, signalling and
   // timing out the others; poll() says when there is more.
   for (int reads = 0; reads < 4 && fd_.valid(); ++reads) {
     const ssize_t n = ::read(fd_.get(), buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return got;
     if (n < 0)
       H2_THROW(Error, "reading the output of {}(fd {}) failed: {}", prefix_, fd_.get(),
                std::strerror(errno));
     if (n == 0) {
       flush_partial();
       fd_.reset();
-      return;
+      return got;
     }
+    got += size_t(n);
     std::string_view chunk(buffer, size_t(n));
     while (!chunk.empty()) {
       const size_t newline = chunk.find('\n');
@@ -66,10 +69,20 @@ void OutputPipe::pump() {
       }
     }
   }
+  return got;
 }
 
 void OutputPipe::finish() {
-  pump();
+  // What the rank wrote before it ended: at most its pipe's capacity, which may exceed what one
+  // pump() takes (pipes enlarged with F_SETPIPE_SZ; 1 MiB by default where pages are 64 KiB).
+  // Bounded, since a process the rank left behind may still be writing.
+  const int capacity = fd_.valid() ? ::fcntl(fd_.get(), F_GETPIPE_SZ) : 0;
+  size_t left = capacity > 0 ? size_t(capacity) : size_t(64) << 10;
+  while (fd_.valid()) {
+    const size_t got = pump();
+    if (got == 0 || got >= left) break;
+    left -= got;
+  }
   flush_partial();
   fd_.reset();
 }

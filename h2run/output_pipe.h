@@ -34,11 +34,12 @@ class OutputPipe {
   bool open() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
   // Forwards what can be read now, up to 64 KiB (the launcher's loop comes back while there is
-  // more). At end of file, forwards the unterminated last line and closes.
-  void pump();
-  // pump(), then forwards any unterminated line and closes even if writers remain (a rank's
-  // leftover background process): called once the rank itself was reaped. What a rank wrote
-  // before it ended fits in its pipe's 64 KiB, so none of it is lost.
+  // more); returns the bytes read. At end of file, forwards the unterminated last line and
+  // closes.
+  size_t pump();
+  // Forwards up to the pipe's capacity, what the rank wrote before it ended, then any
+  // unterminated line, and closes even if writers remain (a rank's leftover background
+  // process): called once the rank itself was reaped.
   void finish();
 
  private:
