@@ -46,19 +46,20 @@ extern "C" void on_stop_signal(int signal) {
   int none = 0;
   if (!received_signal.compare_exchange_strong(none, signal)) {
     if (now - first_at_ns.load() < kSameStopNs) {
-      say("h2 train: the stop signal again within 1 s (a launcher passing on what this rank "
-          "also received): still stopping after this step with a checkpoint\n");
+      say("h2 train: the stop signal again within 1 s, taken for the same one (a launcher "
+          "passing on what this rank also received): still stopping after this step with a "
+          "checkpoint\n");
       return;
     }
     say("h2 train: second stop signal: exiting now (the last checkpoint is kept)\n");
     ::_exit(128 + signal);
   }
   say(signal == SIGINT    ? "h2 train: SIGINT: stopping after this step with a checkpoint "
-                            "(again to exit at once)\n"
+                            "(again after a second to exit at once)\n"
       : signal == SIGTERM ? "h2 train: SIGTERM: stopping after this step with a checkpoint "
-                            "(again to exit at once)\n"
+                            "(again after a second to exit at once)\n"
                           : "h2 train: SIGUSR1: stopping after this step with a checkpoint "
-                            "(again to exit at once)\n");
+                            "(again after a second to exit at once)\n");
 }
 
 }  // namespace

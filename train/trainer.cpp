@@ -266,6 +266,7 @@ struct Trainer::State {
   // refused: data may grow on purpose), since the batches then differ from an uninterrupted run's.
   void warn_if_the_windows_changed(const checkpoint::TrainerState& saved,
                                    const std::string& folder) {
+    if (saved.sampler_position == 0) return;  // nothing drawn yet (h2 import): no windows differ
     std::vector<std::string> changed;
     if (saved.train_tokens >= 0 && saved.train_tokens != int64_t(split.train.size()))
       changed.push_back(
@@ -425,9 +426,9 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
     if (auto earlier = checkpoint::latest_checkpoint(s.config.checkpoint.dir))
       s.print(fmt::format(
           "checkpoint: warning: {} already holds checkpoints of an earlier run, up to {}; this "
-          "run starts afresh (checkpoint.resume is false) and saves beside them; a later "
-          "checkpoint.resume takes the newest step of either run (an h2run restart, only this "
-          "job's)",
+          "run starts afresh (checkpoint.resume is false) and saves beside them, checkpoint."
+          "keep_last pruning the earlier run's lower steps with its own; a later checkpoint."
+          "resume takes the newest step of either run (an h2run restart, only this job's)",
           s.config.checkpoint.dir, *earlier));
   summary.first_step = summary.steps = first_step;
   if (first_step == t.steps) {  // a finished run started again (a requeued job): nothing to do

@@ -236,8 +236,13 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
 std::optional<std::string> latest_checkpoint_of_job(const std::string& dir,
                                                     const std::string& job) {
   const std::vector<StepFolder> all = complete_checkpoints(dir);
-  for (auto it = all.rbegin(); it != all.rend(); ++it)
-    if (read_trainer_state(it->path.string()).job == job) return it->path.string();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      if (read_trainer_state(it->path.string()).job == job) return it->path.string();
+    } catch (const ConfigError&) {
+      // Another run's folder that cannot be read is not this job's: look further back.
+    }
+  }
   return std::nullopt;
 }
 
