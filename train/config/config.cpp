@@ -80,12 +80,14 @@ std::string TrainConfig::origin_of(std::string_view key) const {
 TrainConfig parse_yaml(std::string_view text, const std::string& source) {
   YAML::Node root;
   try {
-    // Every document, to refuse a second: YAML::Load read the first and ignored the rest.
+    // Every document, to refuse a second that sets anything: YAML::Load read the first and
+    // ignored the rest. (A trailing '---' with nothing after it is an empty document.)
     const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    if (documents.size() > 1)
-      H2_THROW(ConfigError,
-               "{}:{}: a second YAML document (after '---' or '...'); a config is one document",
-               source, documents[1].Mark().line + 1);
+    for (size_t i = 1; i < documents.size(); ++i)
+      if (!documents[i].IsNull())
+        H2_THROW(ConfigError,
+                 "{}:{}: a second YAML document (after '---' or '...'); a config is one document",
+                 source, documents[i].Mark().line + 1);
     if (!documents.empty()) root = documents[0];
   } catch (const YAML::Exception& e) {
     H2_THROW(ConfigError, "{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg);

@@ -196,6 +196,7 @@ TEST_F(ConfigErrorTest, ASecondYamlDocumentIsRefused) {
   expect_yaml_error("train:\n  lr: 1e-3\n---\ntrain:\n  steps: 5\n",
                     {file() + ":6:", "a second YAML document"});
   EXPECT_NO_THROW(load_config(write("train:\n  lr: 1e-3\n...\n")));  // an end marker alone
+  EXPECT_NO_THROW(load_config(write("train:\n  lr: 1e-3\n---\n")));  // an empty document
 }
 
 TEST_F(ConfigErrorTest, MissingDataFile) {
