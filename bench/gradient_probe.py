@@ -63,7 +63,10 @@ def only_shard(step_dir):
 
 
 def newest_step(ckpt_dir):
-    steps = sorted(p for p in ckpt_dir.glob("step_*") if (p / "manifest.json").is_file())
+    # By the step's number, not the name: step_1000000 follows step_999999.
+    steps = sorted((p for p in ckpt_dir.glob("step_*")
+                    if p.name[len("step_"):].isdigit() and (p / "manifest.json").is_file()),
+                   key=lambda p: int(p.name[len("step_"):]))
     if not steps:
         raise SystemExit(f"--from {ckpt_dir}: no complete step_* checkpoint in it")
     return int(steps[-1].name[len("step_"):])

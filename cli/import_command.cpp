@@ -13,6 +13,7 @@
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/hf_format.h"
 #include "train/checkpoint/hf_tokenizer.h"
+#include "train/checkpoint/step_folders.h"
 #include "train/config/config.h"
 #include "train/data/default_data.h"
 
@@ -37,8 +38,10 @@ void prepare_output_dir(const std::string& out, bool force) {
     H2_THROW(ConfigError,
              "--out '{}' exists and is not empty (add --force to replace its checkpoints)", out);
   for (const auto& entry : fs::directory_iterator(out)) {
+    // H2's step folders only (step_of_folder): a "step_notes" of the user's stays.
     std::string name = entry.path().filename().string();
-    if (entry.is_directory() && (name.starts_with("step_") || name.starts_with(".tmp_step_")))
+    const bool temporary = name.starts_with(".tmp_") && checkpoint::step_of_folder(name.substr(5));
+    if (entry.is_directory() && (checkpoint::step_of_folder(name) || temporary))
       fs::remove_all(entry.path());
   }
 }

@@ -301,7 +301,7 @@ TEST(StoreServerTest, AConnectionWithoutHelloIsClosedAfterTheTimeout) {
   StoreServer server("127.0.0.1", 0, kToken, 300ms);
   RawConnection silent(server.port());
   RawConnection header_only(server.port());
-  header_only.send(std::string("\x00\x01\x00\x00", 4));  // a 64 KiB HELLO that never comes
+  header_only.send(std::string("\x00\x01\x00\x00", 4));  // 256 bytes of HELLO that never come
   StoreClient c("127.0.0.1", server.port(), kToken, 2s);
   c.set("k", "v");
   const auto start = Clock::now();
