@@ -75,7 +75,8 @@ constexpr EnvKnob kKnobs[] = {
      true},
     {"H2_RESTART", "0",
      "how many times h2run restarted this job; from 1 on, h2 train resumes from the newest "
-     "checkpoint in checkpoint.dir that this job wrote"},
+     "checkpoint in checkpoint.dir that this job wrote (the newest of any run with "
+     "checkpoint.resume: true)"},
 };
 
 const EnvKnob& find_knob(std::string_view name) {

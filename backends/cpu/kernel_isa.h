@@ -12,9 +12,10 @@
 namespace h2::cpu {
 
 // x86 features as bits; kIsaNames[i] names bit i, as /proc/cpuinfo spells it ("abm": LZCNT).
-// Every feature a compiler's -march may enable for code it generates on its own, not only those
-// the kernels dispatch on: a -march=native build from a newer CPU uses AVX512_VBMI's byte
-// permutes in the FP8 encoders, which a CPU with every AVX-512 feature up to BF16 lacks.
+// Every feature GCC 12's -march may enable for code it generates on its own, not only those the
+// kernels dispatch on: a -march=native build from a newer CPU uses AVX512_VBMI's byte permutes in
+// the FP8 encoders, which a CPU with every AVX-512 feature up to BF16 lacks. (Newer compilers know
+// more: AVX-VNNI-INT8, AVX-NE-CONVERT, AVX-IFMA, AVX10; a mask of 32 bits has room for five.)
 inline constexpr const char* kIsaNames[] = {"avx",
                                             "avx2",
                                             "fma",
