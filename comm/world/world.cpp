@@ -3,6 +3,7 @@
 #include "comm/world/world.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -121,9 +122,13 @@ std::unique_ptr<Communicator> build_world_communicator(Store& store,
 int node_cpu_count(Store& store, const RankInfo& info, Millis timeout) {
   const std::vector<int> mine = usable_cpus();
   if (info.local_size <= 1) return int(mine.size());
-  auto key = [&](int local_rank) {
-    return fmt::format("world/cpus/node{}/{}", info.node_rank, local_rank);
-  };
+  // Keyed by the host's name, not node_rank: for launchers without a node index node_rank is a
+  // guess (rank / local_size) that holds only for ranks placed in blocks, and Open MPI's
+  // --map-by node (local ranks 0, 0, 1, 1) left every rank waiting for a key nobody set.
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0)
+    std::snprintf(host, sizeof host, "node%d", info.node_rank);
+  auto key = [&](int local_rank) { return fmt::format("world/cpus/{}/{}", host, local_rank); };
   store.set(key(info.local_rank), fmt::format("{}", fmt::join(mine, ",")));
   std::set<int> all;
   for (int r = 0; r < info.local_size; ++r) {

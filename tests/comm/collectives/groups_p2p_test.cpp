@@ -75,6 +75,33 @@ TEST(PointToPoint, SizeMismatchIsReportedWithBothSizes) {
       << describe(outcomes);
 }
 
+// Ranks placed round-robin over two nodes, as Open MPI's --map-by node does (local ranks 0, 0,
+// 1, 1), by a launcher that gives no node index: the guess rank / local_size is wrong for them,
+// and the per-node exchange of CPU lists keyed by it left every rank waiting for a key nobody
+// set. Keyed by the host's name (one host here, as for a single machine), they meet and reduce.
+TEST(Placement, RanksPlacedRoundRobinOverNodesMeet) {
+  RunOptions options;
+  options.comm_timeout_s = 20;
+  options.place = [](RankInfo& info) {
+    info.local_size = 2;
+    info.local_rank = info.rank / 2;
+    info.node_rank = info.rank / info.local_size;  // the guess, as rank_env.cpp makes it
+    info.store_host_given = true;                  // 127.0.0.1, named as a launcher would
+  };
+  const auto outcomes = run_ranks(
+      4,
+      [](RankContext& ctx) {
+        Tensor t = make_tensor(std::vector<double>(4, double(ctx.rank() + 1)), DType::f32,
+                               ctx.runtime.cpu());
+        ctx.comm().all_reduce(t, ReduceOp::sum);
+        const std::vector<double> got = read_tensor(t);
+        H2_CHECK(got[0] == 10.0 && got[3] == 10.0, "rank {}: the sum is {}, not 10", ctx.rank(),
+                 got[0]);
+      },
+      options);
+  expect_all_ok(outcomes);
+}
+
 TEST(Split, SubCommunicatorsReduceWithinTheirGroup) {
   expect_all_ok(run_ranks(4, [](RankContext& ctx) {
     Device& cpu = ctx.runtime.cpu();

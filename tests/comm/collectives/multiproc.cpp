@@ -40,6 +40,7 @@ using Clock = std::chrono::steady_clock;
     info.launcher = "test";
     info.store_port = port;
     info.token = token;
+    if (options.place) options.place(info);
     // The ranks share the machine's cores as h2 train's ranks do (cli/train_command.cpp): one
     // OpenMP team of every core per rank oversubscribes them and stalls the neighbours' barriers.
     RuntimeOptions runtime_options = RuntimeOptions::from_env();

@@ -40,6 +40,9 @@ struct RunOptions {
   std::chrono::seconds harness_limit{240};
   // The device each rank computes on ("cpu", "vchip:1", ...); decides the world's shape.
   std::function<std::string(int rank)> device = [](int) { return std::string("cpu"); };
+  // Changes a rank's placement as a launcher would give it (local rank and size, node); by
+  // default every rank is on one node in rank order.
+  std::function<void(RankInfo&)> place;
 };
 
 // The body throws (gtest assertions do not cross processes) to fail a rank.
