@@ -131,6 +131,9 @@ Message add(std::string key, int64_t delta) {
   return {Op::kAdd, {std::move(key)}, delta};
 }
 Message wait(std::vector<std::string> keys) {
+  if (keys.size() > kMaxWaitKeys)
+    H2_THROW(CommError, "store WAIT of {} keys: at most {} keys a request", keys.size(),
+             kMaxWaitKeys);
   return {Op::kWait, std::move(keys), 0};
 }
 Message cas(std::string key, std::string expected, std::string desired) {
@@ -201,6 +204,9 @@ Message decode_body(std::string_view body) {
     if (count > reader.left() / 4)
       H2_THROW(CommError, "store frame {} announces {} keys in {} bytes", op_name(op), count,
                reader.left());
+    if (op == Op::kWait && count > kMaxWaitKeys)
+      H2_THROW(CommError, "store frame {} announces {} keys, more than {}", op_name(op), count,
+               kMaxWaitKeys);
   }
   message.strings.reserve(count);
   for (size_t i = 0; i < count; ++i) message.strings.push_back(reader.str());

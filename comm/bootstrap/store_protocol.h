@@ -20,6 +20,9 @@ inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
 // Largest first frame of a connection: an unauthenticated peer cannot make the server allocate
 // more.
 inline constexpr uint32_t kMaxHelloBytes = 64u << 10;
+// Most keys of one WAIT: each costs the server a string and a waiter entry, about 17x its bytes
+// on the wire (one 64 MiB WAIT of 4-byte keys took 1.1 GB); a job's WAITs name a key per rank.
+inline constexpr uint32_t kMaxWaitKeys = 1u << 20;
 
 enum class Op : uint8_t {
   // requests            payload

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <string>
 
 #include "comm/bootstrap/store_protocol.h"
@@ -103,6 +105,27 @@ TEST(StoreProtocolTest, OversizeFrameIsRejected) {
   std::string big(kMaxFrameBytes, 'x');
   EXPECT_THAT(thrown([&] { encode(value(big)); }), HasSubstr("frame limit"));
   EXPECT_EQ(encode(value(big.substr(0, kMaxFrameBytes - 5))).size(), kHeaderBytes + kMaxFrameBytes);
+}
+
+// A WAIT's keys cost the server far more than their bytes: at most kMaxWaitKeys a request, both
+// when a client makes one and when the server reads one.
+TEST(StoreProtocolTest, AWaitOfTooManyKeysIsRejected) {
+  std::vector<std::string> keys(kMaxWaitKeys + 1, "k");
+  EXPECT_THROW(wait(keys), CommError);
+  keys.pop_back();
+  const std::string frame = encode(wait(keys));
+  EXPECT_EQ(decode_body(std::string_view(frame).substr(kHeaderBytes)).strings.size(), kMaxWaitKeys);
+  // The same frame announcing one key more (its count field follows the opcode).
+  std::string body(frame.substr(kHeaderBytes));
+  const uint32_t count = kMaxWaitKeys + 1;
+  std::memcpy(body.data() + 1, &count, 4);
+  body += std::string("\x01\x00\x00\x00k", 5);
+  try {
+    decode_body(body);
+    FAIL() << "decoded a WAIT of " << count << " keys";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 1048576"), std::string::npos) << e.what();
+  }
 }
 
 TEST(StoreProtocolTest, MalformedFramesAreRejected) {
