@@ -125,7 +125,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!authenticated_) return hello(request);
     if (parked_) return reject("sent a request while its previous GET/WAIT is still waiting");
     if (!handle(request)) return;
-    read_header();  // also while parked: that is how a closed connection is noticed
+    // The next request once this reply is written: a client that sends without reading would
+    // otherwise pile replies up in the server (40 GETs of 32 MiB took 1.3 GB). While parked,
+    // with no reply due, read on: that is how a closed connection is noticed.
+    if (!writes_.empty()) {
+      read_after_write_ = true;
+      return;
+    }
+    read_header();
   }
 
   void hello(const proto::Message& request) {
@@ -222,10 +229,14 @@ class Session : public std::enable_shared_from_this<Session> {
                       [self = shared_from_this()](const error_code& ec, size_t) {
                         if (ec) return self->close();
                         self->writes_.pop_front();
-                        if (!self->writes_.empty())
+                        if (!self->writes_.empty()) {
                           self->write_next();
-                        else if (self->closing_)
+                        } else if (self->closing_) {
                           self->close();
+                        } else if (self->read_after_write_) {
+                          self->read_after_write_ = false;
+                          self->read_header();
+                        }
                       });
   }
 
@@ -275,7 +286,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<Waiter> parked_;
   asio::steady_timer hello_timer_;  // closes a connection still unauthenticated at its expiry
   bool authenticated_ = false;
-  bool closing_ = false;  // close once the queued replies are written
+  bool closing_ = false;           // close once the queued replies are written
+  bool read_after_write_ = false;  // the next request is read once the replies are written
   bool closed_ = false;
 };
 

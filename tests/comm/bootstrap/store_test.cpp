@@ -315,6 +315,25 @@ TEST(StoreServerTest, AConnectionWithoutHelloIsClosedAfterTheTimeout) {
   EXPECT_EQ(c.get("k", 1s), "v");  // authenticated connections are not timed out
 }
 
+// Requests sent back to back, before any reply is read, are each answered, in order: the server
+// reads the next request once the reply to the last is written (so that a client that never reads
+// cannot pile replies up in it), and that must not stall a pipelining client.
+TEST_F(StoreTest, PipelinedRequestsAreAnsweredInOrder) {
+  RawConnection raw(server_->port());
+  std::string burst = proto::encode(proto::hello(kToken));
+  for (int i = 0; i < 3; ++i)
+    burst += proto::encode(proto::set("k" + std::to_string(i), std::string(100000, char('a' + i))));
+  for (int i = 0; i < 3; ++i) burst += proto::encode(proto::get("k" + std::to_string(i)));
+  raw.send(burst);
+  EXPECT_EQ(raw.read_one().op, proto::Op::kOk);  // HELLO
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(raw.read_one().op, proto::Op::kOk);
+  for (int i = 0; i < 3; ++i) {
+    const proto::Message value = raw.read_one();
+    ASSERT_EQ(value.op, proto::Op::kValue);
+    EXPECT_EQ(value.strings[0], std::string(100000, char('a' + i)));
+  }
+}
+
 TEST_F(StoreTest, ServerDestroyedWhileAClientWaits) {
   auto c = client();
   std::string message;
