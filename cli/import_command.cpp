@@ -40,8 +40,8 @@ void prepare_output_dir(const std::string& out, bool force) {
   for (const auto& entry : fs::directory_iterator(out)) {
     // H2's step folders only (step_of_folder): a "step_notes" of the user's stays.
     std::string name = entry.path().filename().string();
-    const bool temporary = name.starts_with(".tmp_") && checkpoint::step_of_folder(name.substr(5));
-    if (entry.is_directory() && (checkpoint::step_of_folder(name) || temporary))
+    if (entry.is_directory() &&
+        (checkpoint::step_of_folder(name) || checkpoint::step_of_tmp_folder(name)))
       fs::remove_all(entry.path());
   }
 }

@@ -38,8 +38,7 @@ void tidy(const fs::path& dir, const std::function<void(const std::string&)>& lo
   for (const auto& entry : fs::directory_iterator(dir, error)) {
     if (!entry.is_directory(error)) continue;
     const std::string name = entry.path().filename().string();
-    if (name.starts_with(".tmp_") && step_of_folder(name.substr(5)))
-      temporary.push_back(entry.path());
+    if (step_of_tmp_folder(name)) temporary.push_back(entry.path());
     const std::optional<int64_t> step = step_of_folder(name);
     if (!step) continue;
     if (!has_manifest(entry.path()))
@@ -48,8 +47,8 @@ void tidy(const fs::path& dir, const std::function<void(const std::string&)>& lo
       newest_complete = StepFolder{*step, entry.path()};
   }
   for (const fs::path& tmp : temporary) {
-    const std::string final_name = tmp.filename().string().substr(5);  // ".tmp_step_N" -> "step_N"
-    const fs::path final_dir = dir / final_name;
+    const int64_t step = *step_of_tmp_folder(tmp.filename().string());
+    const fs::path final_dir = dir / step_folder_name(step);
     // The manifest is the last file a save writes: with it the folder is a whole checkpoint that
     // a kill stopped between its writing and its rename. (A step folder with a manifest is whole
     // too: a save retires the folder it replaces manifest first.)
@@ -67,7 +66,6 @@ void tidy(const fs::path& dir, const std::function<void(const std::string&)>& lo
           fmt::format("checkpoint: {} was complete but not renamed (a kill during the save); "
                       "it is now {}",
                       tmp.string(), final_dir.string()));
-      const int64_t step = *step_of_folder(final_name);
       if (!newest_complete || step > newest_complete->step)
         newest_complete = StepFolder{step, final_dir};
       std::erase_if(incomplete, [&](const StepFolder& f) { return f.path == final_dir; });

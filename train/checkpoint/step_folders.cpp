@@ -33,6 +33,12 @@ std::optional<int64_t> step_of_folder(std::string_view name) {
   return step;
 }
 
+std::optional<int64_t> step_of_tmp_folder(std::string_view name) {
+  constexpr std::string_view kPrefix = ".tmp_";
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  return step_of_folder(name.substr(kPrefix.size()));
+}
+
 std::vector<StepFolder> complete_checkpoints(const fs::path& dir) {
   std::vector<StepFolder> found;
   std::error_code error;

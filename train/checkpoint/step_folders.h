@@ -19,6 +19,8 @@ std::string tmp_step_folder_name(int64_t step);  // ".tmp_step_000042"
 // The step a folder name stands for: "step_" then decimal digits only (a step that fits in
 // int64_t); nullopt for any other name, which is then no checkpoint of H2's.
 std::optional<int64_t> step_of_folder(std::string_view name);
+// The same for a save's temporary folder (".tmp_step_N"), and the step folder it becomes.
+std::optional<int64_t> step_of_tmp_folder(std::string_view name);
 
 struct StepFolder {
   int64_t step = 0;

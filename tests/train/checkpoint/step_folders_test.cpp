@@ -41,12 +41,15 @@ TEST(StepFolders, NamesRoundTripAndOnlyStepNamesParse) {
        {int64_t(0), int64_t(42), int64_t(999999), int64_t(1000000), int64_t(123456789012)}) {
     EXPECT_EQ(step_of_folder(step_folder_name(step)), step) << step_folder_name(step);
     EXPECT_EQ(tmp_step_folder_name(step), "." + std::string("tmp_") + step_folder_name(step));
+    EXPECT_EQ(step_of_tmp_folder(tmp_step_folder_name(step)), step);
+    EXPECT_EQ(step_of_tmp_folder(step_folder_name(step)), std::nullopt);
   }
   EXPECT_EQ(step_folder_name(42), "step_000042");
   EXPECT_EQ(step_folder_name(1000000), "step_1000000");
   for (const char* other : {"step_", "step_12a", "step_-1", "step_+1", "step_ 1", ".tmp_step_1",
                             "Step_1", "step_99999999999999999999", "steps_1", "step_1/"})
     EXPECT_EQ(step_of_folder(other), std::nullopt) << other;
+  EXPECT_EQ(step_of_tmp_folder(".tmp_notes"), std::nullopt);
 }
 
 TEST(StepFolders, KeepLastPrunesByStepPastAMillion) {
