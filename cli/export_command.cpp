@@ -70,13 +70,13 @@ int run_export(const ExportOptions& o) {
   // the byte-level one when the model was trained on bytes; else none (the ids are the data's).
   const std::string imported = checkpoint::kept_tokenizer_dir(dir);
   const bool has_imported = std::filesystem::exists(imported);
-  const bool bytes = saved.data.format == config::DataFormat::text;
+  const bool bytes = train::model_of_bytes(saved, dir);
   checkpoint::write_hf_model(o.out, model, tensors,
                              {.dtype = dtype,
                               .max_shard_bytes = shard_bytes,
                               .source = dir,
                               .tokenizer_dir = has_imported ? imported : std::string(),
-                              .byte_level_tokenizer = !has_imported && bytes});
+                              .byte_level_tokenizer = bytes});
   int64_t params = 0;
   for (const auto& [name, t] : tensors) params += t.shape.numel();
   fmt::print(

@@ -52,13 +52,9 @@ int run_generate(const GenerateOptions& o) {
   const std::string dir = train::resolve_checkpoint_dir(o.checkpoint);
   const config::TrainConfig saved = train::checkpoint_config(dir);
   const config::ModelConfig& m = saved.model;
-  // Bytes as token ids: a model trained on text (its vocabulary may exceed the 256 bytes), unless
-  // imported, whose run reads text only as a stand-in (h2 export decides alike).
-  const std::string kept = checkpoint::kept_tokenizer_dir(dir);
-  const bool bytes =
-      saved.data.format == config::DataFormat::text && !std::filesystem::exists(kept);
+  const bool bytes = train::model_of_bytes(saved, dir);  // as h2 export decides
   std::string tokenizer_file = o.tokenizer;
-  const std::string imported = kept + "/tokenizer.json";
+  const std::string imported = checkpoint::kept_tokenizer_dir(dir) + "/tokenizer.json";
   if (tokenizer_file.empty() && !bytes && std::filesystem::exists(imported))
     tokenizer_file = imported;
   const std::optional<checkpoint::TokenDecoder> decoder =

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/hf_format.h"
+#include "train/checkpoint/hf_tokenizer.h"
 #include "train/trainer.h"
 
 namespace h2::train {
@@ -53,6 +54,11 @@ config::TrainConfig checkpoint_config(const std::string& checkpoint_dir) {
 
 config::ModelConfig checkpoint_model_config(const std::string& checkpoint_dir) {
   return checkpoint_config(checkpoint_dir).model;
+}
+
+bool model_of_bytes(const config::TrainConfig& saved, const std::string& checkpoint_dir) {
+  return saved.data.format == config::DataFormat::text &&
+         !std::filesystem::exists(checkpoint::kept_tokenizer_dir(checkpoint_dir));
 }
 
 std::unique_ptr<models::Llama> build_llama(const config::ModelConfig& config,

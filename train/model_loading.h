@@ -27,6 +27,10 @@ std::string resolve_checkpoint_dir(const std::string& checkpoint_or_run_dir);
 // The config stored with a checkpoint (its trainer.json's effective config), and its model.
 config::TrainConfig checkpoint_config(const std::string& checkpoint_dir);
 config::ModelConfig checkpoint_model_config(const std::string& checkpoint_dir);
+// Whether the model of a checkpoint whose config is `saved` takes bytes as token ids: trained on
+// text (its vocabulary may exceed the 256 bytes) and not imported, whose run reads text only as
+// a stand-in (h2 import keeps a tokenizer folder beside its checkpoints, hf_tokenizer.h).
+bool model_of_bytes(const config::TrainConfig& saved, const std::string& checkpoint_dir);
 
 // A Llama of `config` in `dtype` on `device` holding `weights` (FP32 or any float dtype, under
 // Hugging Face names); `source` names the weights in errors (missing tensor, wrong shape).
