@@ -5,10 +5,7 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <optional>
-#include <span>
-#include <tuple>
 
 #include "comm/comm_error.h"
 #include "core/env.h"
@@ -21,14 +18,13 @@
 #include "parallel/runtime/plan_runtime.h"
 #include "train/background_saves.h"
 #include "train/checkpoint/checkpoint_dir.h"
-#include "train/checkpoint/durable_io.h"
-#include "train/checkpoint/step_folders.h"
 #include "train/checkpoint_state.h"
 #include "train/config/job_plan.h"
 #include "train/data/sampler.h"
 #include "train/emulation_monitor.h"
 #include "train/metrics/metrics_log.h"
 #include "train/precision_report.h"
+#include "train/start_checks.h"
 #include "train/stop_signals.h"
 
 namespace h2::train {
@@ -38,29 +34,6 @@ using Clock = std::chrono::steady_clock;
 using parallel::pipeline::MicroBatch;
 
 }  // namespace
-
-// Rank 0 checks every output before any work: the metrics and trace files can be written, and
-// the checkpoint folder is a writable folder that this run holds alone (tidied of crash debris).
-std::unique_ptr<checkpoint::CheckpointDir> open_outputs(
-    const config::TrainConfig& cfg, int rank, bool dry_run,
-    const std::function<void(const std::string&)>& print) {
-  if (rank != 0) return nullptr;
-  if (dry_run) {  // the same checks, creating nothing
-    for (const auto& [key, path, folder] :
-         {std::tuple{"log.metrics_file", cfg.log.metrics_file, false},
-          std::tuple{"log.trace_file", cfg.log.trace_file, false},
-          std::tuple{"checkpoint.dir", cfg.checkpoint.dir, true}})
-      if (!path.empty()) checkpoint::check_could_write(path, cfg.origin_of(key), folder);
-    return nullptr;
-  }
-  if (!cfg.log.metrics_file.empty())
-    checkpoint::check_writable_file(cfg.log.metrics_file, cfg.origin_of("log.metrics_file"));
-  if (!cfg.log.trace_file.empty())
-    checkpoint::check_writable_file(cfg.log.trace_file, cfg.origin_of("log.trace_file"));
-  if (cfg.checkpoint.dir.empty()) return nullptr;
-  return std::make_unique<checkpoint::CheckpointDir>(cfg.checkpoint.dir,
-                                                     cfg.origin_of("checkpoint.dir"), print);
-}
 
 struct Trainer::State {
   const config::TrainConfig& config;
@@ -93,7 +66,7 @@ struct Trainer::State {
   std::string resumed_from;  // the checkpoint run() continued from; empty when it started afresh
   // Which launcher job this is (TrainerState::job): its checkpoints carry it, and a restart
   // resumes only from them.
-  const std::string job_fingerprint = fingerprint_of_job(env_string("H2_JOB_TOKEN"));
+  const std::string job_fingerprint = train::job_fingerprint(env_string("H2_JOB_TOKEN"));
   BackgroundSaves background{job, runtime.cpu()};  // checkpoint.async
 
   State(const config::TrainConfig& cfg, Runtime& rt, std::function<void(const std::string&)> out,
@@ -148,11 +121,6 @@ struct Trainer::State {
                 .total_steps = cfg.train.steps};
   }
 
-  static std::string fingerprint_of_job(const std::string& token) {
-    if (token.empty()) return {};
-    return checkpoint::checksum_hex(checkpoint::checksum(std::as_bytes(std::span(token))));
-  }
-
   // Resume when asked, or when h2run restarted the job after a failure.
   static bool resuming(const config::TrainConfig& cfg) {
     return !cfg.checkpoint.dir.empty() &&
@@ -205,28 +173,6 @@ struct Trainer::State {
     return agreed;
   }
 
-  // Every rank found the same newest checkpoint (collective): each lists checkpoint.dir itself,
-  // and a shared filesystem's stale listing on one node would have it load another step.
-  void check_ranks_agree(const std::optional<std::string>& latest) {
-    if (job.size() == 1) return;
-    const auto step_of = [](const std::optional<std::string>& folder) -> double {
-      if (!folder) return -1;
-      return double(
-          checkpoint::step_of_folder(std::filesystem::path(*folder).filename().string()).value());
-    };
-    const std::vector<std::vector<double>> steps =
-        parallel::gather_doubles(job, runtime.cpu(), {step_of(latest)});
-    for (size_t r = 1; r < steps.size(); ++r)
-      if (steps[r][0] != steps[0][0])
-        H2_THROW(Error,
-                 "ranks see different newest checkpoints in '{}': rank 0 {}, rank {} {}; a shared "
-                 "filesystem's listing may be stale on one node",
-                 config.checkpoint.dir, describe_step(steps[0][0]), r, describe_step(steps[r][0]));
-  }
-  static std::string describe_step(double step) {
-    return step < 0 ? std::string("none") : checkpoint::step_folder_name(int64_t(step));
-  }
-
   // Loads, when checkpoint.resume asks, the newest checkpoint in checkpoint.dir (written by any
   // plan); when a launcher restarted the job (H2_RESTART) without it, the newest that this job
   // wrote: another run's checkpoints beside them are not this job's state. Returns the steps it
@@ -237,7 +183,7 @@ struct Trainer::State {
     auto latest = own_only
                       ? checkpoint::latest_checkpoint_of_job(config.checkpoint.dir, job_fingerprint)
                       : checkpoint::latest_checkpoint(config.checkpoint.dir);
-    check_ranks_agree(latest);
+    check_ranks_agree(job, runtime.cpu(), latest, config.checkpoint.dir);
     if (!latest) {
       if (own_only)
         print(fmt::format("restart: no checkpoint of this job in {} yet; starting afresh",
@@ -257,41 +203,11 @@ struct Trainer::State {
     resumed_from = *latest;
     print(fmt::format("resumed from {} (step {}, written by {} rank{})", *latest, saved.step,
                       saved.world_size, saved.world_size == 1 ? "" : "s"));
-    warn_if_the_windows_changed(saved, *latest);
+    if (const std::string warning =
+            other_windows_warning(saved, *latest, config, int64_t(split.train.size()));
+        !warning.empty())
+      print(warning);
     return saved.step;
-  }
-
-  // The sampler's position counts windows of the training data, drawn by seed, length and batch.
-  // A resume that changed any of them continues at that position among other windows: said (not
-  // refused: data may grow on purpose), since the batches then differ from an uninterrupted run's.
-  void warn_if_the_windows_changed(const checkpoint::TrainerState& saved,
-                                   const std::string& folder) {
-    if (saved.sampler_position == 0) return;  // nothing drawn yet (h2 import): no windows differ
-    std::vector<std::string> changed;
-    if (saved.train_tokens >= 0 && saved.train_tokens != int64_t(split.train.size()))
-      changed.push_back(
-          fmt::format("{} training tokens then, {} now", saved.train_tokens, split.train.size()));
-    config::TrainConfig then;
-    try {
-      then = config::parse_yaml(saved.config_yaml, folder + "/" + checkpoint::kTrainerState);
-    } catch (const ConfigError&) {
-      return;  // written by another version: its tokens were compared above
-    }
-    auto compare = [&](std::string_view key, const auto& before, const auto& now) {
-      if (before != now) changed.push_back(fmt::format("{} {} then, {} now", key, before, now));
-    };
-    compare("data.path", then.data.path, config.data.path);
-    compare("data.val_path", then.data.val_path, config.data.val_path);
-    compare("data.val_fraction", then.data.val_fraction, config.data.val_fraction);
-    compare("model.seq_len", then.model.seq_len, config.model.seq_len);
-    compare("train.batch_size", then.train.batch_size, config.train.batch_size);
-    compare("train.grad_accum", then.train.grad_accum, config.train.grad_accum);
-    compare("train.seed", then.train.seed, config.train.seed);
-    if (!changed.empty())
-      print(fmt::format(
-          "warning: the run that wrote {} drew other windows: {}; this one continues at its "
-          "sampler position, so its batches differ from an uninterrupted run's",
-          folder, fmt::join(changed, "; ")));
   }
 
   // Uploads a host batch of ids as an i32 (B*T) tensor on the device.
@@ -410,12 +326,7 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
   State& s = *state_;
   const auto& t = s.config.train;
   s.print(describe());
-  if (t.warmup_steps > t.steps)
-    s.print(fmt::format(
-        "warning: train.warmup_steps = {} ({}) is more than train.steps = {} ({}): the learning "
-        "rate rises to {:.3g} at the last step and never reaches train.lr = {:.3g}",
-        t.warmup_steps, s.config.origin_of("train.warmup_steps"), t.steps,
-        s.config.origin_of("train.steps"), t.lr * double(t.steps) / double(t.warmup_steps), t.lr));
+  if (const std::string warning = long_warmup_warning(s.config); !warning.empty()) s.print(warning);
   s.print(fmt::format("mfu divides by {:.1f} GFLOP/s: {}{}", s.peak_flops / 1e9, s.peak_source,
                       s.job.size() > 1 ? "; every rank's device added" : ""));
 
@@ -423,13 +334,8 @@ TrainSummary Trainer::run(const std::function<int()>& stop_requested) {
   const bool checkpoints = !s.config.checkpoint.dir.empty();
   const int64_t first_step = State::resuming(s.config) ? s.resume() : 0;
   if (checkpoints && !State::resuming(s.config) && s.rank == 0)
-    if (auto earlier = checkpoint::latest_checkpoint(s.config.checkpoint.dir))
-      s.print(fmt::format(
-          "checkpoint: warning: {} already holds checkpoints of an earlier run, up to {}; this "
-          "run starts afresh (checkpoint.resume is false) and saves beside them, checkpoint."
-          "keep_last pruning the earlier run's lower steps with its own; a later checkpoint."
-          "resume takes the newest step of either run (an h2run restart, only this job's)",
-          s.config.checkpoint.dir, *earlier));
+    if (const std::string warning = earlier_checkpoints_warning(s.config); !warning.empty())
+      s.print(warning);
   summary.first_step = summary.steps = first_step;
   if (first_step == t.steps) {  // a finished run started again (a requeued job): nothing to do
     s.print(fmt::format("nothing to train: {} is at train.steps ({})", s.resumed_from, t.steps));
