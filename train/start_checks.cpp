@@ -72,23 +72,25 @@ std::string other_windows_warning(const checkpoint::TrainerState& saved, const s
   if (saved.train_tokens >= 0 && saved.train_tokens != train_tokens)
     changed.push_back(
         fmt::format("{} training tokens then, {} now", saved.train_tokens, train_tokens));
-  config::TrainConfig then;
+  std::optional<config::TrainConfig> then;
   try {
     then = config::parse_yaml(saved.config_yaml, folder + "/" + checkpoint::kTrainerState);
   } catch (const ConfigError&) {
-    return {};  // written by another version
+    // Written by another version: its keys cannot be compared, its tokens were.
   }
   auto compare = [&](std::string_view key, const auto& before, const auto& current) {
     if (before != current)
       changed.push_back(fmt::format("{} {} then, {} now", key, before, current));
   };
-  compare("data.path", then.data.path, now.data.path);
-  compare("data.val_path", then.data.val_path, now.data.val_path);
-  compare("data.val_fraction", then.data.val_fraction, now.data.val_fraction);
-  compare("model.seq_len", then.model.seq_len, now.model.seq_len);
-  compare("train.batch_size", then.train.batch_size, now.train.batch_size);
-  compare("train.grad_accum", then.train.grad_accum, now.train.grad_accum);
-  compare("train.seed", then.train.seed, now.train.seed);
+  if (then) {
+    compare("data.path", then->data.path, now.data.path);
+    compare("data.val_path", then->data.val_path, now.data.val_path);
+    compare("data.val_fraction", then->data.val_fraction, now.data.val_fraction);
+    compare("model.seq_len", then->model.seq_len, now.model.seq_len);
+    compare("train.batch_size", then->train.batch_size, now.train.batch_size);
+    compare("train.grad_accum", then->train.grad_accum, now.train.grad_accum);
+    compare("train.seed", then->train.seed, now.train.seed);
+  }
   if (changed.empty()) return {};
   return fmt::format(
       "warning: the run that wrote {} drew other windows: {}; this one continues at its sampler "
