@@ -112,6 +112,11 @@ RunResult run_h2run(const std::vector<std::string>& args, const std::vector<std:
   return H2runProcess(args, env).wait(timeout_s);
 }
 
+std::string write_rank_pid(const std::string& dir) {
+  return "echo $$ > " + dir + "/r$H2_RANK.tmp && mv " + dir + "/r$H2_RANK.tmp " + dir +
+         "/r$H2_RANK";
+}
+
 int wait_for_pid_file(const std::string& path, double timeout_s) {
   const double start = now_s();
   while (now_s() - start < timeout_s) {

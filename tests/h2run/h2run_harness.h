@@ -56,6 +56,9 @@ class TempDir {
 
 // Waits up to `timeout_s` for `path` to exist and returns the integer it holds (-1 on timeout).
 int wait_for_pid_file(const std::string& path, double timeout_s = 20);
+// A shell command for a rank's script that writes the shell's pid to DIR/rN, N its H2_RANK:
+// written aside and renamed, so that wait_for_pid_file never reads half a number.
+std::string write_rank_pid(const std::string& dir);
 
 // False when `pid` is gone or a zombie (dead, not yet reaped by its new parent).
 bool process_alive(pid_t pid);

@@ -123,15 +123,12 @@ TEST(H2run, KillNineStopsTheOtherRanksWithinTenSeconds) {
   // of h2run, reachable only through the process group); rank 1 dies once both are up.
   const std::string script =
       "case $H2_RANK in "
-      "0) echo $$ > " +
-      d + "/r0.tmp && mv " + d + "/r0.tmp " + d +
-      "/r0; exec sleep 1000;; "
+      "0) " +
+      write_rank_pid(d) +
+      "; exec sleep 1000;; "
       "2) sleep 1000 & echo $! > " +
-      d + "/c2.tmp && mv " + d + "/c2.tmp " + d +
-      "/c2; "
-      "echo $$ > " +
-      d + "/r2.tmp && mv " + d + "/r2.tmp " + d +
-      "/r2; wait;; "
+      d + "/c2.tmp && mv " + d + "/c2.tmp " + d + "/c2; " + write_rank_pid(d) +
+      "; wait;; "
       "1) while [ ! -f " +
       d + "/r0 ] || [ ! -f " + d +
       "/r2 ]; do sleep 0.05; done; "
@@ -210,9 +207,8 @@ TEST(H2run, ARankFailingDuringAStopIsNamedAndItsCodePassedOn) {
   const std::string d = dir.path();
   H2runProcess h2run({"-n", "2", "--", "sh", "-c",
                       "if [ $H2_RANK = 1 ]; then trap 'echo cannot save >&2; exit 1' TERM; "
-                      "else trap 'exit 143' TERM; fi; echo $$ > " +
-                          d + "/r$H2_RANK.tmp && mv " + d + "/r$H2_RANK.tmp " + d +
-                          "/r$H2_RANK; while :; do sleep 0.05; done"});
+                      "else trap 'exit 143' TERM; fi; " +
+                          write_rank_pid(d) + "; while :; do sleep 0.05; done"});
   ASSERT_GT(wait_for_pid_file(d + "/r0"), 0);
   ASSERT_GT(wait_for_pid_file(d + "/r1"), 0);
   ::kill(h2run.pid(), SIGTERM);
@@ -230,8 +226,7 @@ TEST(H2run, ASecondSigintKillsTheRanksAndEndsAsAStop) {
   TempDir dir;
   const std::string d = dir.path();
   H2runProcess h2run({"-n", "2", "--", "sh", "-c",
-                      "trap '' INT; echo $$ > " + d + "/r$H2_RANK.tmp && mv " + d +
-                          "/r$H2_RANK.tmp " + d + "/r$H2_RANK; while :; do sleep 0.05; done"});
+                      "trap '' INT; " + write_rank_pid(d) + "; while :; do sleep 0.05; done"});
   ASSERT_GT(wait_for_pid_file(d + "/r0"), 0);
   ASSERT_GT(wait_for_pid_file(d + "/r1"), 0);
   ::kill(h2run.pid(), SIGINT);
@@ -246,9 +241,7 @@ TEST(H2run, ASecondSigintKillsTheRanksAndEndsAsAStop) {
 TEST(H2run, ForwardsSigintToTheRanks) {
   TempDir dir;
   const std::string d = dir.path();
-  H2runProcess h2run({"-n", "2", "--", "sh", "-c",
-                      "echo $$ > " + d + "/r$H2_RANK.tmp && mv " + d + "/r$H2_RANK.tmp " + d +
-                          "/r$H2_RANK; exec sleep 1000"});
+  H2runProcess h2run({"-n", "2", "--", "sh", "-c", write_rank_pid(d) + "; exec sleep 1000"});
   const int rank0 = wait_for_pid_file(d + "/r0");
   const int rank1 = wait_for_pid_file(d + "/r1");
   ASSERT_GT(rank0, 0);
@@ -267,9 +260,8 @@ TEST(H2run, KillsARankThatIgnoresSigtermAfterTheGrace) {
   H2runProcess h2run({"--grace", "1", "-n", "2", "--", "sh", "-c",
                       "if [ $H2_RANK = 1 ]; then while [ ! -f " + d +
                           "/r0 ]; do sleep 0.05; done; exit 4; fi; "
-                          "trap '' TERM; echo $$ > " +
-                          d + "/r0.tmp && mv " + d + "/r0.tmp " + d +
-                          "/r0; while :; do sleep 0.1; done"});
+                          "trap '' TERM; " +
+                          write_rank_pid(d) + "; while :; do sleep 0.1; done"});
   const int rank0 = wait_for_pid_file(d + "/r0");
   RunResult r = h2run.wait(30);
   ASSERT_GT(rank0, 0);

@@ -229,7 +229,10 @@ std::map<int64_t, double> uninterrupted_losses(const std::string& dir) {
   return losses(dir + "/metrics.jsonl");
 }
 
-TEST(H2runTraining, SigtermStopsTheJobAfterAStepWithACheckpoint) {
+// An h2run job stopped by `send_stop(job, dir)`, as expect_graceful_stop checks it, with the
+// uninterrupted run's losses as the reference and a resume by h2run again.
+void expect_h2run_job_stops_gracefully(
+    const std::function<void(H2runProcess& job, const std::string& dir)>& send_stop) {
   TempDir whole, dir;
   const auto want = uninterrupted_losses(whole.path());
   ASSERT_EQ(want.size(), 30u);
@@ -238,32 +241,26 @@ TEST(H2runTraining, SigtermStopsTheJobAfterAStepWithACheckpoint) {
   std::vector<std::string> resume = train_job(dir.path(), {}, 1000);
   resume.insert(resume.end(), {"--set", "checkpoint.resume=true"});
   expect_graceful_stop(
-      dir.path(), job, [&] { ASSERT_EQ(::kill(job.pid(), SIGTERM), 0); }, 20, want, resume, env,
-      H2RUN_PATH);
+      dir.path(), job, [&] { send_stop(job, dir.path()); }, 20, want, resume, env, H2RUN_PATH);
+}
+
+TEST(H2runTraining, SigtermStopsTheJobAfterAStepWithACheckpoint) {
+  expect_h2run_job_stops_gracefully(
+      [](H2runProcess& job, const std::string&) { ASSERT_EQ(::kill(job.pid(), SIGTERM), 0); });
 }
 
 // Slurm's preemption and time limit send SIGTERM to every process of the job step: h2run and
 // each rank, which then gets it twice (h2run passes its own on). The repeat is the same stop, not
 // a second request to exit at once: the job still stops after a step with a checkpoint.
 TEST(H2runTraining, SigtermToTheLauncherAndEveryRankStopsTheJobWithACheckpoint) {
-  TempDir whole, dir;
-  const auto want = uninterrupted_losses(whole.path());
-  ASSERT_EQ(want.size(), 30u);
-  const auto env = job_env(token_of(dir.path()));
-  H2runProcess job(train_job(dir.path(), {"--grace", "20"}, 1000), env);
-  std::vector<std::string> resume = train_job(dir.path(), {}, 1000);
-  resume.insert(resume.end(), {"--set", "checkpoint.resume=true"});
-  expect_graceful_stop(
-      dir.path(), job,
-      [&] {
-        std::vector<int> pids = {job.pid()};
-        for (int rank : {0, 1}) pids.push_back(rank_pid(token_of(dir.path()), rank));
-        for (int pid : pids) {
-          ASSERT_GT(pid, 0);
-          ASSERT_EQ(::kill(pid, SIGTERM), 0);
-        }
-      },
-      20, want, resume, env, H2RUN_PATH);
+  expect_h2run_job_stops_gracefully([](H2runProcess& job, const std::string& dir) {
+    std::vector<int> pids = {job.pid()};
+    for (int rank : {0, 1}) pids.push_back(rank_pid(token_of(dir), rank));
+    for (int pid : pids) {
+      ASSERT_GT(pid, 0);
+      ASSERT_EQ(::kill(pid, SIGTERM), 0);
+    }
+  });
 }
 
 // Under mpirun the job's ranks get SIGTERM, as Slurm sends it to every task of a job on
