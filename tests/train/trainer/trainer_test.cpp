@@ -15,7 +15,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "backends/registry.h"
 #include "comm/world/world.h"
@@ -49,20 +48,18 @@ std::string read_bytes(const std::filesystem::path& path) {
 struct TrainRun {
   TrainSummary summary;
   std::vector<std::vector<float>> params;
+  std::string printed;  // what the trainer printed, a line each
 };
 
-// One run on this process alone; `lines`, when given, receives what the trainer prints.
-TrainRun train_once(const config::TrainConfig& cfg, std::vector<std::string>* lines = nullptr) {
+// One run on this process alone.
+TrainRun train_once(const config::TrainConfig& cfg) {
   RuntimeOptions options = RuntimeOptions::from_env();
   auto runtime = create_runtime(options);
   auto alone = comm::loopback_communicator();
+  std::string printed;
   Trainer trainer(
-      cfg, *runtime,
-      [lines](const std::string& line) {
-        if (lines != nullptr) lines->push_back(line);
-      },
-      *alone);
-  TrainRun run{trainer.run(), {}};
+      cfg, *runtime, [&printed](const std::string& line) { printed += line + "\n"; }, *alone);
+  TrainRun run{trainer.run(), {}, std::move(printed)};
   for (auto& p : trainer.model().named_parameters())
     run.params.push_back(tensor_to_floats(p.param));
   return run;
@@ -147,14 +144,9 @@ TEST(Trainer, AFreshRunWarnsOfAnEarlierRunsCheckpoints) {
   cfg.train.eval_every = 0;
   cfg.checkpoint.dir = dir.string();
   cfg.checkpoint.every = 2;
-  auto lines_of_a_run = [&] {
-    std::vector<std::string> lines;
-    train_once(cfg, &lines);
-    return fmt::format("{}", fmt::join(lines, "\n"));
-  };
-  const std::string first = lines_of_a_run();
+  const std::string first = train_once(cfg).printed;
   EXPECT_EQ(first.find("earlier run"), std::string::npos) << first;
-  const std::string second = lines_of_a_run();
+  const std::string second = train_once(cfg).printed;
   EXPECT_NE(second.find(fmt::format("checkpoint: warning: {} already holds checkpoints of an "
                                     "earlier run, up to {}",
                                     dir.string(), (dir / "step_000004").string())),
@@ -169,9 +161,7 @@ TEST(Trainer, AWarmupLongerThanTheRunIsReported) {
   cfg.train.steps = 3;
   cfg.train.warmup_steps = 10;
   cfg.train.eval_every = 0;
-  std::vector<std::string> lines;
-  train_once(cfg, &lines);
-  const std::string all = fmt::format("{}", fmt::join(lines, "\n"));
+  const std::string all = train_once(cfg).printed;
   EXPECT_NE(all.find("warning: train.warmup_steps = 10 (test:3) is more than train.steps = 3"),
             std::string::npos)
       << all;
@@ -179,9 +169,7 @@ TEST(Trainer, AWarmupLongerThanTheRunIsReported) {
             std::string::npos)
       << all;
   cfg.train.warmup_steps = 3;
-  lines.clear();
-  train_once(cfg, &lines);
-  EXPECT_EQ(fmt::format("{}", fmt::join(lines, "\n")).find("warmup"), std::string::npos);
+  EXPECT_EQ(train_once(cfg).printed.find("warmup"), std::string::npos);
 }
 
 // A launcher's restart (H2_RESTART) without checkpoint.resume takes only its own job's
@@ -205,16 +193,14 @@ TEST(Trainer, ARestartResumesOnlyItsOwnJobsCheckpoints) {
   cfg.train.steps = 4;
   train_once(cfg);  // step_000002 and step_000004, this job's
   setenv("H2_RESTART", "1", 1);
-  std::vector<std::string> lines;
-  TrainRun restarted = train_once(cfg, &lines);
-  const std::string all = fmt::format("{}", fmt::join(lines, "\n"));
+  TrainRun restarted = train_once(cfg);
+  const std::string& all = restarted.printed;
   EXPECT_NE(all.find("resumed from " + (dir / "step_000004").string()), std::string::npos) << all;
   EXPECT_EQ(restarted.summary.first_step, 4);
 
   setenv("H2_JOB_TOKEN", "a third job", 1);
-  lines.clear();
-  restarted = train_once(cfg, &lines);
-  const std::string fresh = fmt::format("{}", fmt::join(lines, "\n"));
+  restarted = train_once(cfg);
+  const std::string& fresh = restarted.printed;
   EXPECT_NE(fresh.find("restart: no checkpoint of this job"), std::string::npos) << fresh;
   EXPECT_EQ(restarted.summary.first_step, 0);
   unsetenv("H2_RESTART");
@@ -239,16 +225,12 @@ TEST(Trainer, AResumeOnOtherWindowsSaysWhatChanged) {
 
   cfg.train.steps = 3;
   cfg.checkpoint.resume = true;
-  std::vector<std::string> lines;
-  train_once(cfg, &lines);
-  EXPECT_EQ(fmt::format("{}", fmt::join(lines, "\n")).find("other windows"), std::string::npos);
+  EXPECT_EQ(train_once(cfg).printed.find("other windows"), std::string::npos);
 
   std::ofstream(cfg.data.path, std::ios::binary) << text.substr(0, text.size() / 2);
   cfg.train.seed = 8;
   cfg.train.steps = 4;
-  lines.clear();
-  train_once(cfg, &lines);
-  const std::string all = fmt::format("{}", fmt::join(lines, "\n"));
+  const std::string all = train_once(cfg).printed;
   EXPECT_NE(all.find("warning: the run that wrote " + (dir / "run" / "step_000003").string() +
                      " drew other windows: "),
             std::string::npos)
