@@ -75,12 +75,17 @@ class Watch {
 
   void say(const std::string& message) { write_all(2, "h2run: " + message + "\n"); }
 
-  void on_failure(const RankProcess& rank) {
+  // The outcome names `rank`, ended, as the job's failure.
+  void record_failure(const RankProcess& rank) {
     outcome_.failed = true;
     outcome_.rank = rank.rank();
     outcome_.pid = rank.pid();
     outcome_.status = *rank.status();
     outcome_.last_lines = rank.last_lines();
+  }
+
+  void on_failure(const RankProcess& rank) {
+    record_failure(rank);
     outcome_.stopped = running();
     if (outcome_.stopped == 0) return;
     say(fmt::format("rank {} {}; stopping the other {} running rank{}", rank.rank(),
@@ -99,12 +104,8 @@ class Watch {
   }
 
   void on_failure_during_stop(const RankProcess& rank) {
-    outcome_.failed = true;
+    record_failure(rank);
     outcome_.during_stop = true;
-    outcome_.rank = rank.rank();
-    outcome_.pid = rank.pid();
-    outcome_.status = *rank.status();
-    outcome_.last_lines = rank.last_lines();
   }
 
   void on_interrupt(int signal) {
