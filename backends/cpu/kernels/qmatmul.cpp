@@ -28,6 +28,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/kernel_context.h"
 #include "backends/cpu/kernels/cpu_floats.h"
@@ -161,17 +162,26 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
   }
   const int64_t blocks = ceil_div(K, kb);
   auto width = [&](int64_t j) { return std::min(kb, K - j * kb); };
-  // Code values of rows [first, first + rows) of q, row-major, one decode call per thread.
+  // Code values of rows [first, first + rows) of q, block-major: block j's (rows x width(j))
+  // values are dense at dst + j * rows * kb (oneDNN runs dense operands on its brgemm kernels,
+  // AMX's among them, and strided ones on its slower gemm), each row decoded whole, then
+  // scattered.
   auto decode_rows = [&](const QuantOperand& q, int64_t first, int64_t rows, uint16_t* dst) {
     parallel_for(rows, K, [&](int64_t i0, int64_t i1) {
-      q.decode_codes_bf16_rows(first + i0, i1 - i0, dst + i0 * K);
+      std::vector<uint16_t> row(static_cast<size_t>(K));
+      for (int64_t i = i0; i < i1; ++i) {
+        q.decode_codes_bf16_rows(first + i, 1, row.data());
+        for (int64_t j = 0; j < blocks; ++j)
+          std::memcpy(dst + j * rows * kb + i * width(j), row.data() + j * kb,
+                      size_t(width(j)) * sizeof(uint16_t));
+      }
     });
   };
-  ScratchBuffer<uint16_t> b16(stream, size_t(N * K));
+  ScratchBuffer<uint16_t> b16(stream, size_t(N * blocks * kb));
   decode_rows(b, 0, N, b16.data());
   const int64_t mp_max = std::min(M, std::max<int64_t>(16, kTileFloats / N / 16 * 16));
   const int64_t group = std::min(blocks, kBlocksPerPass);
-  ScratchBuffer<uint16_t> a16(stream, size_t(mp_max * K));
+  ScratchBuffer<uint16_t> a16(stream, size_t(mp_max * blocks * kb));
   ScratchBuffer<float> tiles(stream, size_t(group * mp_max * N));  // one T per block of a group
   const bool f32_out = out_dtype == DType::f32;
   ScratchBuffer<float> acc_panel(stream, f32_out ? 1 : size_t(mp_max * N));
@@ -186,16 +196,22 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
     decode_rows(a, m0, mp, a16.data());
     for (int64_t j0 = 0; j0 < blocks; j0 += group) {
       const int64_t g = std::min(group, blocks - j0);
-      for (int64_t t = 0; t < g; ++t) {
+      // T_j = a_j @ b_j^T: the group's full-width blocks as one batched GEMM, a narrower last
+      // block on its own.
+      for (int64_t t = 0; t < g;) {
         const int64_t j = j0 + t;
+        int64_t batch = 1;
+        while (t + batch < g && width(j + batch) == width(j)) ++batch;
         const GemmCall call{
-            .dims = {.m = mp, .n = N, .k = width(j), .trans_b = true, .lda = K, .ldb = K},
+            .dims = {.batch = batch, .m = mp, .n = N, .k = width(j), .trans_b = true},
             .in = DType::bf16,
             .out = DType::f32};
-        context.onednn().run(call, a16.data() + j * kb, b16.data() + j * kb,
+        context.onednn().run(call, a16.data() + j * mp * kb, b16.data() + j * N * kb,
                              tiles.data() + t * mp * N, kernel_threads());
-        for (int64_t n = 0; n < N; ++n) b_scale.data()[t * N + n] = b.scale(n / b_br, j);
+        t += batch;
       }
+      for (int64_t t = 0; t < g; ++t)
+        for (int64_t n = 0; n < N; ++n) b_scale.data()[t * N + n] = b.scale(n / b_br, j0 + t);
       // acc (+)= (alpha * s_a(i) * s_b(n)) * T_j for the group's blocks in order, the first
       // block starting from beta * out: each row of acc read and written once per group.
       parallel_for(mp, g * N, [&](int64_t i0, int64_t i1) {
