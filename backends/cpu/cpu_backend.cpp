@@ -131,7 +131,7 @@ GemmProvider parse_gemm_provider(const std::string& name, const std::string& whe
 bool h2_kblock_gemm_from_env() {
   const std::string choice = env_string("H2_CPU_KBLOCK_GEMM");
   if (choice == "onednn") return false;
-  if (choice == "auto") return kblock_gemm_runs_here() && !cpu_has_amx_bf16();
+  if (choice == "auto") return kblock_gemm_runs_here();
   if (choice != "h2")
     H2_THROW(ConfigError, "H2_CPU_KBLOCK_GEMM='{}' is not auto, h2 or onednn", choice);
   if (!kblock_gemm_runs_here())

@@ -29,7 +29,8 @@ GemmProvider parse_gemm_provider(const std::string& name, const std::string& whe
 
 // Whether fp8_blockwise's K-block GEMMs run in H2's kernel (kernels/kblock_gemm.h) rather than as
 // one oneDNN GEMM per block: H2_CPU_KBLOCK_GEMM (auto, h2 or onednn; ConfigError naming it for
-// anything else, or for h2 on a CPU without AVX512_BF16).
+// anything else, or for h2 on a CPU without AVX512_BF16). auto is H2's kernel wherever it runs,
+// on AMX's tiles where the CPU has them.
 bool h2_kblock_gemm_from_env();
 
 class KernelContext {

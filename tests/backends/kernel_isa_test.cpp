@@ -83,9 +83,9 @@ TEST(KernelIsa, AmxMatchesProcCpuinfo) {
   EXPECT_EQ(cpu_has_amx_bf16(), flags.count("amx_bf16") == 1);
 }
 
-// H2_CPU_KBLOCK_GEMM: auto follows the CPU (H2's kernel with AVX512_BF16 and no AMX), onednn is
-// never H2's, h2 is refused where the kernel cannot run, and anything else names the knob; whether
-// the kernel runs is read against /proc/cpuinfo.
+// H2_CPU_KBLOCK_GEMM: auto follows the CPU (H2's kernel with AVX512_BF16, on AMX's tiles too),
+// onednn is never H2's, h2 is refused where the kernel cannot run, and anything else names the
+// knob; whether the kernel runs is read against /proc/cpuinfo.
 TEST(KernelIsa, KBlockGemmKnob) {
   const std::set<std::string> flags = proc_cpuinfo_flags();
   if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
@@ -93,7 +93,7 @@ TEST(KernelIsa, KBlockGemmKnob) {
                     flags.count("avx512vl") && flags.count("avx512_bf16");
   EXPECT_EQ(kblock_gemm_runs_here(), runs);
   setenv("H2_CPU_KBLOCK_GEMM", "auto", 1);
-  EXPECT_EQ(h2_kblock_gemm_from_env(), runs && !cpu_has_amx_bf16());
+  EXPECT_EQ(h2_kblock_gemm_from_env(), runs);
   setenv("H2_CPU_KBLOCK_GEMM", "onednn", 1);
   EXPECT_FALSE(h2_kblock_gemm_from_env());
   setenv("H2_CPU_KBLOCK_GEMM", "h2", 1);

@@ -18,9 +18,18 @@
 // promotions of qmatmul.cpp's oneDNN route, in the same order (oneDNN may order a block's own sums
 // otherwise), without its FP32 tiles of T in memory and the pass that rescales them. The scales:
 // s_a (M x J, alpha folded in) and s_b (J x P NR, zeros past N).
+//
+// AMX. Where the CPU has AMX-BF16 and K blocks are multiples of 32 wide, tiles of out are 16 x 32
+// and the tile unit sums each block's products (tile_amx: 16 pairs of K per step), which are then
+// stored to L1 and promoted from there as above. a's tile rows and b's panels are padded with
+// zeros to Ks (Kp rounded up to 32, the panels' stride), so that a narrower last block's steps
+// stay whole. The tile unit orders a block's sums its own way: the two paths differ in the last
+// bits, as the oneDNN route does.
 #include "backends/cpu/kernels/kblock_gemm.h"
 
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -47,6 +56,8 @@ constexpr __mmask8 kAll64 = 0xff;
 
 struct Geometry {
   int64_t M, N, K, Kp, kb, J, P;
+  int64_t Ks;  // K extent of a packed panel and of a decoded row of a: Kp, or (AMX) Kp rounded
+               // up to 32, zeros past Kp
 };
 
 // Where a tile's rows go: out's f32 or bf16 row-major (M, N) storage at row i0, column n0, w
@@ -103,14 +114,44 @@ H2_AVX512_BF16 inline void store_bf16_pair(uint16_t* dst, __m512 lo, __m512 hi, 
   _mm512_mask_storeu_epi16(dst, mask, __m512i(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
+// Promotion of row r's sums of K block j (t0: columns 0-15, t1: 16-31): c + (s_a s_b) T, the
+// first block's c being 0 (the same FMA with a zero addend, so that a zero keeps its sign as
+// before) or beta * out; the last block's result goes out.
+H2_AVX512_BF16 inline void promote_row(const Geometry& g, int64_t j, int r, __m512 t0, __m512 t1,
+                                       const float* sa, const float* sb, float* c,
+                                       const TileOut& out) {
+  const __mmask16 m0 = out.w >= 16 ? 0xffff : __mmask16((1u << out.w) - 1);
+  const __mmask16 m1 = out.w >= 32 ? 0xffff : out.w <= 16 ? 0 : __mmask16((1u << (out.w - 16)) - 1);
+  const __m512 sb0 = _mm512_loadu_ps(sb + j * g.P * kNR);
+  const __m512 sb1 = _mm512_loadu_ps(sb + j * g.P * kNR + 16);
+  const bool from_c = j > 0, from_out = j == 0 && out.beta != 0, last = j == g.J - 1;
+  const __m512 s = _mm512_set1_ps(sa[r * g.J + j]);
+  float* cr = c + r * kNR;
+  const __m512 c0 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb0), t0,
+                                    from_c     ? _mm512_loadu_ps(cr)
+                                    : from_out ? scaled_out(out, r, 0, m0)
+                                               : _mm512_setzero_ps());
+  const __m512 c1 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb1), t1,
+                                    from_c     ? _mm512_loadu_ps(cr + 16)
+                                    : from_out ? scaled_out(out, r, 1, m1)
+                                               : _mm512_setzero_ps());
+  if (!last) {
+    _mm512_storeu_ps(cr, c0);
+    _mm512_storeu_ps(cr + 16, c1);
+  } else if (out.f32 != nullptr) {
+    _mm512_mask_storeu_ps(out.f32 + r * out.ld, m0, c0);
+    _mm512_mask_storeu_ps(out.f32 + r * out.ld + 16, m1, c1);
+  } else {
+    store_bf16_pair(out.bf16 + r * out.ld, c0, c1, m0, m1);
+  }
+}
+
 // One out tile: R rows of a (row stride lda) against panel `panel` of b, over every K block.
 // c: R x kNR floats, the running sums between K blocks (its contents on entry are ignored); the
 // promoted sums are stored to `out`.
 template <int R>
 H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, const uint16_t* panel,
                          const float* sa, const float* sb, float* c, const TileOut& out) {
-  const __mmask16 m0 = out.w >= 16 ? 0xffff : __mmask16((1u << out.w) - 1);
-  const __mmask16 m1 = out.w >= 32 ? 0xffff : out.w <= 16 ? 0 : __mmask16((1u << (out.w - 16)) - 1);
   for (int64_t j = 0; j < g.J; ++j) {
     __m512 acc[R][2];
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -129,36 +170,67 @@ H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, cons
         acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
       }
     }
-    // Promotion: c + (s_a s_b) T, the first block's c being 0 (the same FMA with a zero addend,
-    // so that a zero keeps its sign as before) or beta * out; the last block's result goes out.
-    const __m512 sb0 = _mm512_loadu_ps(sb + j * g.P * kNR);
-    const __m512 sb1 = _mm512_loadu_ps(sb + j * g.P * kNR + 16);
-    const bool from_c = j > 0, from_out = j == 0 && out.beta != 0, last = j == g.J - 1;
     // (Unrolled, so that the accumulators stay in registers: rolled, GCC stored all 24 to the
     // stack to index them, and the promotion cost 3-5% of the qmatmuls.)
 #pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) {
-      const __m512 s = _mm512_set1_ps(sa[r * g.J + j]);
-      float* cr = c + r * kNR;
-      const __m512 c0 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb0), acc[r][0],
-                                        from_c     ? _mm512_loadu_ps(cr)
-                                        : from_out ? scaled_out(out, r, 0, m0)
-                                                   : _mm512_setzero_ps());
-      const __m512 c1 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb1), acc[r][1],
-                                        from_c     ? _mm512_loadu_ps(cr + 16)
-                                        : from_out ? scaled_out(out, r, 1, m1)
-                                                   : _mm512_setzero_ps());
-      if (!last) {
-        _mm512_storeu_ps(cr, c0);
-        _mm512_storeu_ps(cr + 16, c1);
-      } else if (out.f32 != nullptr) {
-        _mm512_mask_storeu_ps(out.f32 + r * out.ld, m0, c0);
-        _mm512_mask_storeu_ps(out.f32 + r * out.ld + 16, m1, c1);
-      } else {
-        store_bf16_pair(out.bf16 + r * out.ld, c0, c1, m0, m1);
-      }
-    }
+    for (int r = 0; r < R; ++r) promote_row(g, j, r, acc[r][0], acc[r][1], sa, sb, c, out);
   }
+}
+
+// AMX: an out tile of up to 16 rows, each K block's products summed by the tile unit (TDPBF16PS:
+// 16 x 32 of a against 16 pairs x 32 columns of b per step, tmm0/tmm1 the two 16-column halves of
+// T, tmm2 a's rows, tmm3/tmm4 b's halves, which the pair layout of a panel holds 128 bytes
+// apart), stored to T in L1 and promoted from there as by `tile`. A block's steps run past its
+// last pair into zeros: a's rows and b's panels are padded with them to Ks, a multiple of 32.
+// Rows of `a` past `rows` are read and their sums dropped.
+#define H2_AMX [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,amx-tile,amx-bf16")]]
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64};  // bytes per row: 16 floats or 32 bf16
+  uint8_t rows[16] = {16, 16, 16, 16, 16};
+};
+
+H2_AMX void tile_amx(const Geometry& g, int rows, const uint16_t* a, int64_t lda,
+                     const uint16_t* panel, const float* sa, const float* sb, float* c,
+                     const TileOut& out) {
+  alignas(64) float t[16 * kNR];
+  for (int64_t j = 0; j < g.J; ++j) {
+    const int64_t pairs = (std::min(g.kb, g.K - j * g.kb) + 1) / 2;
+    const uint16_t* bj = panel + j * (g.kb / 2) * kNR * 2;
+    const uint16_t* aj = a + j * g.kb;
+    _tile_zero(0);
+    _tile_zero(1);
+    for (int64_t q = 0; q < pairs; q += 16) {
+      _tile_loadd(2, aj + 2 * q, lda * int64_t(sizeof(uint16_t)));
+      _tile_loadd(3, bj + q * kNR * 2, kNR * 2 * int64_t(sizeof(uint16_t)));
+      _tile_loadd(4, bj + q * kNR * 2 + 32, kNR * 2 * int64_t(sizeof(uint16_t)));
+      _tile_dpbf16ps(0, 2, 3);
+      _tile_dpbf16ps(1, 2, 4);
+    }
+    _tile_stored(0, t, kNR * int64_t(sizeof(float)));
+    _tile_stored(1, t + 16, kNR * int64_t(sizeof(float)));
+    for (int r = 0; r < rows; ++r)
+      promote_row(g, j, r, _mm512_load_ps(t + r * kNR), _mm512_load_ps(t + r * kNR + 16), sa, sb, c,
+                  out);
+  }
+}
+
+// The configuration is a constant in memory: built on the stack, GCC 12 kept only its first 32
+// bytes for LDTILECFG, whose asm operand it takes to be shorter, and the rows faulted.
+H2_AMX void load_amx_config() {
+  static constexpr AmxTileConfig kConfig{};
+  _tile_loadconfig(&kConfig);
+}
+H2_AMX void release_amx() {
+  _tile_release();
+}
+
+// Asks Linux for the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA),
+// granted once per process (oneDNN asks too); false where it refuses.
+bool request_amx_state() {
+  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
 using TileFn = void (*)(const Geometry&, const uint16_t*, int64_t, const uint16_t*, const float*,
@@ -240,14 +312,14 @@ H2_AVX512_BF16 void pack_code_pairs(const uint8_t* codes, int64_t K, int64_t n, 
   }
 }
 
-// Rows [first, first + rows) of q's code values as bf16 bits, Kp apart: an odd K's rows each
-// padded with a zero.
+// Rows [first, first + rows) of q's code values as bf16 bits, ld apart (Kp or Ks), each padded
+// with zeros past K.
 void decode_padded_rows(const QuantOperand& q, const Geometry& g, int64_t first, int64_t rows,
-                        uint16_t* dst) {
-  if (g.Kp == g.K) return q.decode_codes_bf16_rows(first, rows, dst);
+                        int64_t ld, uint16_t* dst) {
+  if (ld == g.K) return q.decode_codes_bf16_rows(first, rows, dst);
   for (int64_t i = 0; i < rows; ++i) {
-    q.decode_codes_bf16_rows(first + i, 1, dst + i * g.Kp);
-    dst[i * g.Kp + g.K] = 0;
+    q.decode_codes_bf16_rows(first + i, 1, dst + i * ld);
+    std::fill(dst + i * ld + g.K, dst + (i + 1) * ld, uint16_t(0));
   }
 }
 
@@ -264,13 +336,14 @@ void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
       alignas(64) uint8_t pairs[kNR * kChunk];
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n0 = p * kNR, n = std::min(kNR, g.N - n0);
-        uint16_t* dst = packed + p * g.K * kNR;
+        uint16_t* dst = packed + p * g.Ks * kNR;
         for (int64_t k0 = 0; k0 < g.K; k0 += kChunk) {
           const int64_t len = std::min(kChunk, g.K - k0);
           for (int64_t k = k0; k < k0 + len; k += 64)
             pack_code_pairs(b.row_codes(n0, 0), g.K, n, k, pairs + (k - k0) * kNR);
           b.decode_codes_bf16(pairs, len * kNR, dst + k0 * kNR);
         }
+        std::fill(dst + g.Kp * kNR, dst + g.Ks * kNR, uint16_t(0));
       }
     });
     return;
@@ -281,9 +354,11 @@ void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
     const std::unique_ptr<uint16_t[]> rows(new uint16_t[size_t(kNR * g.Kp)]);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * kNR, n = std::min(kNR, g.N - n0);
-      decode_padded_rows(b, g, n0, n, rows.get());
+      decode_padded_rows(b, g, n0, n, g.Kp, rows.get());
       std::fill(rows.get() + n * g.Kp, rows.get() + kNR * g.Kp, uint16_t(0));  // rows past N
-      auto* dst = reinterpret_cast<uint32_t*>(packed + p * (g.Kp / 2) * kNR * 2);
+      uint16_t* panel = packed + p * g.Ks * kNR;
+      std::fill(panel + g.Kp * kNR, panel + g.Ks * kNR, uint16_t(0));
+      auto* dst = reinterpret_cast<uint32_t*>(panel);
       const auto* src = reinterpret_cast<const uint32_t*>(rows.get());
       const int64_t pairs = g.Kp / 2, whole = pairs / 16 * 16;
       for (int64_t i = 0; i < kNR; i += 16)
@@ -322,8 +397,13 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
   H2_CHECK(g.kb % 2 == 0 && b.block_cols() == g.kb, "cpu qmatmul: K blocks of {} and {} columns",
            g.kb, b.block_cols());
   H2_CHECK(g.K > 0, "cpu qmatmul: kblock_gemm needs K > 0 (the caller scales out for K = 0)");
+  // AMX's tiles where the CPU has them (H2_CPU_MAX_ISA may hide them) and a K block is whole steps
+  // of 32; Linux grants a process the tiles' state on request.
+  const bool amx = cpu_has(CpuFeature::amx_bf16) && g.kb % 32 == 0 && request_amx_state();
+  g.Ks = amx ? ceil_div(g.Kp, 32) * 32 : g.Kp;
+  const int64_t tile_rows = amx ? 16 : kMR;
 
-  ScratchBuffer<uint16_t> packed(stream, size_t(g.P * g.Kp * kNR));
+  ScratchBuffer<uint16_t> packed(stream, size_t(g.P * g.Ks * kNR));
   pack_b(b, g, packed.data());
   ScratchBuffer<float> sb(stream, size_t(g.J * g.P * kNR));
   for (int64_t j = 0; j < g.J; ++j)
@@ -346,13 +426,15 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
   // Threads take equal runs of rows, tiled from their first: whole tiles from row 0 gave the
   // first thread 132 of a weight gradient's 256 rows (11 tiles against 10 and one of 4 rows).
   parallel_for(g.M, g.N * g.K, [&](int64_t r0, int64_t r1) {
-    // This thread's decoded tile of a (kMR x Kp) and its rows' scales (kMR x J, alpha folded in).
-    const std::unique_ptr<uint16_t[]> a16(new uint16_t[size_t(kMR * g.Kp)]);
-    const std::unique_ptr<float[]> sa(new float[size_t(kMR * g.J)]);
-    alignas(64) float c[kMR * kNR];
-    for (int64_t i0 = r0; i0 < r1; i0 += kMR) {
-      const int64_t rows = std::min<int64_t>(kMR, r1 - i0);
-      decode_padded_rows(a, g, i0, rows, a16.get());
+    // This thread's decoded tile of a (tile_rows x Ks, zeros in rows past the last tile's: AMX
+    // reads all 16) and its rows' scales (tile_rows x J, alpha folded in).
+    const std::unique_ptr<uint16_t[]> a16(new uint16_t[size_t(tile_rows * g.Ks)]());
+    const std::unique_ptr<float[]> sa(new float[size_t(tile_rows * g.J)]);
+    alignas(64) float c[16 * kNR];
+    if (amx) load_amx_config();
+    for (int64_t i0 = r0; i0 < r1; i0 += tile_rows) {
+      const int64_t rows = std::min<int64_t>(tile_rows, r1 - i0);
+      decode_padded_rows(a, g, i0, rows, g.Ks, a16.get());
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < g.J; ++j)
           sa[size_t(i * g.J + j)] = args.alpha * a.scale((i0 + i) / a.block_rows(), j);
@@ -366,14 +448,19 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
         if (args.beta != 0) {  // the next tile's rows of out: the next panel, or the next rows'
           if (p + 1 < g.P) {
             prefetch_out(i0, n0 + kNR, rows);
-          } else if (i0 + kMR < r1) {
-            prefetch_out(i0 + kMR, 0, std::min<int64_t>(kMR, r1 - i0 - kMR));
+          } else if (i0 + tile_rows < r1) {
+            prefetch_out(i0 + tile_rows, 0, std::min<int64_t>(tile_rows, r1 - i0 - tile_rows));
           }
         }
-        kTiles[size_t(rows - 1)](g, a16.get(), g.Kp, packed.data() + p * (g.Kp / 2) * kNR * 2,
-                                 sa.get(), sb.data() + n0, c, out);
+        const uint16_t* panel = packed.data() + p * g.Ks * kNR;
+        if (amx) {
+          tile_amx(g, int(rows), a16.get(), g.Ks, panel, sa.get(), sb.data() + n0, c, out);
+        } else {
+          kTiles[size_t(rows - 1)](g, a16.get(), g.Ks, panel, sa.get(), sb.data() + n0, c, out);
+        }
       }
     }
+    if (amx) release_amx();
   });
 }
 

@@ -2,8 +2,9 @@
 // (core/lowp/quant_spec.h), products accumulated in FP32. Three routes, the first that applies:
 // one exact bf16 GEMM where both operands' scales fold into bf16 values (qmatmul_bf16: per-tensor,
 // E8M0, NVFP4); FP32 block scales that change along K (qmatmul_kblocks_bf16: fp8_blockwise),
-// each block's products promoted in registers by H2's kernel (kblock_gemm.h) where the device's
-// context chooses it, else one oneDNN GEMM per block; both routes need oneDNN's native bf16.
+// each block's products promoted in registers or AMX tiles by H2's kernel (kblock_gemm.h) where
+// the device's context chooses it, else by oneDNN GEMMs, a group of blocks per call; both routes
+// need oneDNN's native bf16.
 // Otherwise FP32 tiles, below.
 //
 // Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent (columns of
