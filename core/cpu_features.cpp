@@ -43,6 +43,8 @@ uint32_t probe() {
   __get_cpuid(0x80000000u, &max_extended, &unused, &unused, &unused);
   if (max_extended >= 0x80000001u) __get_cpuid(0x80000001u, &unused, &unused, &c_ext, &unused);
   const bool avx512f = avx512_state && ((b7 >> 16) & 1u);
+  // AMX-BF16 counts with AMX-TILE too, which a hypervisor may mask apart from it.
+  const bool amx = amx_state && ((d7 >> 24) & 1u) != 0;
   const bool has[] = {
       avx && avx_state,                 // avx
       avx_state && ((b7 >> 5) & 1u),    // avx2
@@ -54,7 +56,7 @@ uint32_t probe() {
       avx512f && ((b7 >> 17) & 1u),     // avx512dq
       avx512f && ((b7 >> 31) & 1u),     // avx512vl
       avx512f && ((a7_1 >> 5) & 1u),    // avx512_bf16
-      amx_state && ((d7 >> 22) & 1u),   // amx_bf16
+      amx && ((d7 >> 22) & 1u),         // amx_bf16
       ((b7 >> 3) & 1u) != 0,            // bmi1
       ((c_ext >> 5) & 1u) != 0,         // lzcnt (ABM)
       ((ecx >> 22) & 1u) != 0,          // movbe

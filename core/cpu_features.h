@@ -26,8 +26,9 @@ enum class CpuFeature : uint8_t {
   avx512dq,
   avx512vl,
   avx512_bf16,
-  amx_bf16,  // the tile registers' state granted by the OS too; Linux also wants a request
-             // (arch_prctl) before the first tile instruction, which oneDNN makes
+  amx_bf16,  // with AMX-TILE, and the tile registers' state granted by the OS too; Linux also
+             // wants a request (arch_prctl) before the first tile instruction, which oneDNN and
+             // the K-block kernel (backends/cpu/kernels/kblock_gemm.cpp) make
   // What else a compiler's -march may let it emit anywhere (x86-64-v3 has the first four; a
   // -march=native build on a newer CPU the rest): for the CPU backend's load-time check, which
   // compares them with the kernels' build. No kernel dispatches on them; the H2_CPU_MAX_ISA

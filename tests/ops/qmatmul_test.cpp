@@ -34,6 +34,10 @@ const QuantSpec kBlockwiseAct = spec(Format::e4m3, ScaleRule::f32_amax, 1, 128);
 const QuantSpec kBlockwiseWeight = spec(Format::e4m3, ScaleRule::f32_amax, 128, 128);
 const QuantSpec kBlockwiseE5m2 = spec(Format::e5m2, ScaleRule::f32_amax, 1, 128);
 const QuantSpec kBlockwiseE2m1 = spec(Format::e2m1, ScaleRule::f32_amax, 1, 128);
+// Narrower K blocks: one AMX tile step per block (32), and blocks that are no whole number of
+// steps (48: on an AMX CPU the oneDNN route, elsewhere H2's AVX-512 kernel).
+const QuantSpec kBlockwise32 = spec(Format::e4m3, ScaleRule::f32_amax, 1, 32);
+const QuantSpec kBlockwise48 = spec(Format::e4m3, ScaleRule::f32_amax, 1, 48);
 const QuantSpec kMxE4m3 = spec(Format::e4m3, ScaleRule::e8m0_floor, 1, 32);
 const QuantSpec kMxE5m2 = spec(Format::e5m2, ScaleRule::e8m0_ceil, 1, 32);
 const QuantSpec kMxfp4 = spec(Format::e2m1, ScaleRule::e8m0_floor, 1, 32);
@@ -118,6 +122,8 @@ TEST(Qmatmul, MatchesTheDequantizedReference) {
       {kBlockwiseE5m2, kBlockwiseE5m2, 15, 33, 320},
       {kBlockwiseAct, kBlockwiseE5m2, 12, 20, 130},
       {kBlockwiseE2m1, kBlockwiseE2m1, 14, 37, 384},
+      {kBlockwise32, kBlockwise32, 35, 40, 100},
+      {kBlockwise48, kBlockwise48, 19, 33, 150},
       // MX: K a multiple of 32, not of 128.
       {kMxE4m3, kMxE4m3, 37, 53, 96},
       {kMxE4m3, kMxE5m2, 29, 41, 160},

@@ -2,14 +2,16 @@
 //
 // Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent, in J blocks
 // of kb columns (the last one possibly narrower); Kp: K rounded up to even, since vdpbf16ps takes
-// bf16 pairs along K (a zero pads an odd K). Tiles of out are MR x NR (12 x 32: 24 accumulator
-// registers, two of b's vectors and a broadcast of a's pair); P = ceil(N / NR) panels of b.
+// bf16 pairs along K (a zero pads an odd K); Ks: the stride of a's decoded rows and of b's panels,
+// Kp (or, on the AMX path below, Kp rounded up to 32), zeros past K. Tiles of out are MR x NR (12 x
+// 32: 24 accumulator registers, two of b's vectors and a broadcast of a's pair); P = ceil(N / NR)
+// panels of b.
 //
 // Algorithm. b's codes are decoded once into panels packed as pairs: panel p holds rows
-// [p NR, (p + 1) NR) of b (zeros past N) as Kp / 2 pairs x NR columns x 2, so one 64-byte load is
+// [p NR, (p + 1) NR) of b (zeros past N) as Ks / 2 pairs x NR columns x 2, so one 64-byte load is
 // pair q of 32 rows (one-byte codes are put in this order as codes, a chunk at a time, then decoded
 // in place). Each thread takes an equal run of a's rows in tiles of MR from its first, decodes a
-// tile's rows (row stride Kp) into its own buffer, which stays in L1, and runs them across every
+// tile's rows (row stride Ks) into its own buffer, which stays in L1, and runs them across every
 // panel: for each K block the tile's products go into 24 registers, pair by pair (vdpbf16ps: each
 // product of two bf16 values exact in FP32, summed in FP32 in K order), and are then promoted into
 // the tile's FP32 accumulator, c += (alpha s_a(i) s_b(n)) * T(i, n), block after block, the first
@@ -33,6 +35,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -184,6 +187,7 @@ H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, cons
 // last pair into zeros: a's rows and b's panels are padded with them to Ks, a multiple of 32.
 // Rows of `a` past `rows` are read and their sums dropped.
 #define H2_AMX [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,amx-tile,amx-bf16")]]
+constexpr int64_t kAmxRows = 16;  // rows of an out tile on the AMX path: one tile of a
 struct alignas(64) AmxTileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -194,7 +198,10 @@ struct alignas(64) AmxTileConfig {
 H2_AMX void tile_amx(const Geometry& g, int rows, const uint16_t* a, int64_t lda,
                      const uint16_t* panel, const float* sa, const float* sb, float* c,
                      const TileOut& out) {
-  alignas(64) float t[16 * kNR];
+  // GCC 12's tile loads are asm statements without a memory operand: this keeps the stores that
+  // filled a's tile and b's panels before them.
+  asm volatile("" ::: "memory");
+  alignas(64) float t[kAmxRows * kNR];
   for (int64_t j = 0; j < g.J; ++j) {
     const int64_t pairs = (std::min(g.kb, g.K - j * g.kb) + 1) / 2;
     const uint16_t* bj = panel + j * (g.kb / 2) * kNR * 2;
@@ -226,11 +233,27 @@ H2_AMX void release_amx() {
   _tile_release();
 }
 
+struct AlignedFree {
+  void operator()(uint16_t* p) const { std::free(p); }
+};
+// rows x ld bf16 values, 64-byte aligned; zeroed where `zero` (AMX reads rows not yet decoded).
+uint16_t* aligned_rows(int64_t rows, int64_t ld, bool zero) {
+  const size_t bytes = (size_t(rows * ld) * sizeof(uint16_t) + 63) / 64 * 64;
+  auto* p = static_cast<uint16_t*>(std::aligned_alloc(64, bytes));
+  H2_CHECK(p != nullptr, "cpu qmatmul: kblock_gemm could not allocate {} bytes", bytes);
+  if (zero) std::memset(p, 0, bytes);
+  return p;
+}
+
 // Asks Linux for the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA),
-// granted once per process (oneDNN asks too); false where it refuses.
+// which it grants a whole process, once (oneDNN asks too): false where it refuses. The answer is
+// the process's, so it is asked once.
 bool request_amx_state() {
-  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  static const bool granted = [] {
+    constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return granted;
 }
 
 using TileFn = void (*)(const Geometry&, const uint16_t*, int64_t, const uint16_t*, const float*,
@@ -372,6 +395,10 @@ void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
 
 }  // namespace
 
+bool kblock_gemm_suits(int64_t kb) {
+  return kb % 32 == 0 || !cpu_has(CpuFeature::amx_bf16);
+}
+
 bool kblock_gemm_runs_here() {  // H2_AVX512_BF16's features
   return cpu_has(CpuFeature::avx512f) && cpu_has(CpuFeature::avx512bw) &&
          cpu_has(CpuFeature::avx512dq) && cpu_has(CpuFeature::avx512vl) &&
@@ -401,7 +428,7 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
   // of 32; Linux grants a process the tiles' state on request.
   const bool amx = cpu_has(CpuFeature::amx_bf16) && g.kb % 32 == 0 && request_amx_state();
   g.Ks = amx ? ceil_div(g.Kp, 32) * 32 : g.Kp;
-  const int64_t tile_rows = amx ? 16 : kMR;
+  const int64_t tile_rows = amx ? kAmxRows : kMR;
 
   ScratchBuffer<uint16_t> packed(stream, size_t(g.P * g.Ks * kNR));
   pack_b(b, g, packed.data());
@@ -426,11 +453,12 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
   // Threads take equal runs of rows, tiled from their first: whole tiles from row 0 gave the
   // first thread 132 of a weight gradient's 256 rows (11 tiles against 10 and one of 4 rows).
   parallel_for(g.M, g.N * g.K, [&](int64_t r0, int64_t r1) {
-    // This thread's decoded tile of a (tile_rows x Ks, zeros in rows past the last tile's: AMX
-    // reads all 16) and its rows' scales (tile_rows x J, alpha folded in).
-    const std::unique_ptr<uint16_t[]> a16(new uint16_t[size_t(tile_rows * g.Ks)]());
+    // This thread's decoded tile of a (tile_rows x Ks, 64-byte rows for AMX's loads; AMX reads
+    // all 16 rows of a short tile: zeros, or the rows of the thread's tile before) and its rows'
+    // scales (tile_rows x J, alpha folded in).
+    const std::unique_ptr<uint16_t[], AlignedFree> a16(aligned_rows(tile_rows, g.Ks, amx));
     const std::unique_ptr<float[]> sa(new float[size_t(tile_rows * g.J)]);
-    alignas(64) float c[16 * kNR];
+    alignas(64) float c[kAmxRows * kNR];
     if (amx) load_amx_config();
     for (int64_t i0 = r0; i0 < r1; i0 += tile_rows) {
       const int64_t rows = std::min<int64_t>(tile_rows, r1 - i0);

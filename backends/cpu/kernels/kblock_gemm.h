@@ -3,7 +3,8 @@
 // FP32 accumulator with the block's scales there, as an FP8 tensor core promotes its partial
 // sums, instead of one library GEMM per K block into FP32 tiles that a second pass rescales
 // (qmatmul.cpp's oneDNN route, for H2_CPU_KBLOCK_GEMM=onednn: on an AMX Xeon the tiles made the
-// fp8_blockwise step 1.3x faster than that route, which its AVX-512 loop made 0.63x).
+// fp8_blockwise step 1.3x faster than that route, by then batched; its AVX-512 loop ran at 0.63x
+// the route's speed before that).
 #pragma once
 
 #include "backends/cpu/kernels/quant_operand.h"
@@ -16,6 +17,11 @@ namespace h2::cpu {
 // takes AMX's tiles where the CPU has AMX-BF16 too, H2_CPU_MAX_ISA leaves them, Linux grants
 // them and K blocks are multiples of 32 wide).
 bool kblock_gemm_runs_here();
+
+// Whether kblock_gemm beats the oneDNN route for K blocks kb wide here: always, except on an AMX
+// CPU for blocks not a multiple of 32 wide, which its tiles do not take and its AVX-512 loop runs
+// at 0.63x the oneDNN route's speed there (performance.md, the AMX Xeon).
+bool kblock_gemm_suits(int64_t kb);
 
 // out (M, N) = beta * out + sum_j alpha * diag(sa_j) (A_j @ B_j^T) diag(sb_j) for
 // QMatmulArgs a (M, K) and b (N, K) with FP32 scales in 1-row or square K blocks of the same
