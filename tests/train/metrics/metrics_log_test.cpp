@@ -21,10 +21,15 @@ std::vector<nlohmann::json> read_lines(const std::string& path) {
   return lines;
 }
 
+// TMPDIR/folder/metrics.jsonl, with nothing left in folder from an earlier run.
+std::string fresh_log_path(const std::string& folder) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / folder;
+  std::filesystem::remove_all(dir);
+  return (dir / "metrics.jsonl").string();
+}
+
 TEST(MetricsLog, WritesFlushedJsonLinesWithTheContractFields) {
-  std::string path =
-      (std::filesystem::temp_directory_path() / "h2_metrics_test/run/metrics.jsonl").string();
-  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  const std::string path = fresh_log_path("h2_metrics_test/run");
   MetricsLog log(path);
   StepMetrics m{.step = 10,
                 .total_steps = 300,
@@ -63,9 +68,7 @@ TEST(MetricsLog, WritesFlushedJsonLinesWithTheContractFields) {
 }
 
 TEST(MetricsLog, AResumedLogCountsItsAttemptsFromTheStartRecords) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "h2_metrics_attempts/metrics.jsonl").string();
-  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  const std::string path = fresh_log_path("h2_metrics_attempts");
   {
     MetricsLog first(path);
     first.write_event("start", 0);
@@ -88,9 +91,7 @@ TEST(MetricsLog, AResumedLogCountsItsAttemptsFromTheStartRecords) {
 // A line torn by a crash or a full disk (no newline at its end) stays alone: the resumed run's
 // start record is not appended to it, so line-by-line readers still find it.
 TEST(MetricsLog, AResumeAfterATornLineStartsOnALineOfItsOwn) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "h2_metrics_torn/metrics.jsonl").string();
-  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  const std::string path = fresh_log_path("h2_metrics_torn");
   {
     MetricsLog first(path);
     first.write_event("start", 0);
