@@ -188,6 +188,11 @@ H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, cons
 // Rows of `a` past `rows` are read and their sums dropped.
 #define H2_AMX [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,amx-tile,amx-bf16")]]
 constexpr int64_t kAmxRows = 16;  // rows of an out tile on the AMX path: one tile of a
+
+// Whether the tiles take K blocks kb wide: AMX-BF16 (H2_CPU_MAX_ISA leaving it), steps of 32.
+bool amx_takes(int64_t kb) {
+  return cpu_has(CpuFeature::amx_bf16) && kb % 32 == 0;
+}
 struct alignas(64) AmxTileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -396,7 +401,7 @@ void pack_b(const QuantOperand& b, const Geometry& g, uint16_t* packed) {
 }  // namespace
 
 bool kblock_gemm_suits(int64_t kb) {
-  return kb % 32 == 0 || !cpu_has(CpuFeature::amx_bf16);
+  return !cpu_has(CpuFeature::amx_bf16) || amx_takes(kb);
 }
 
 bool kblock_gemm_runs_here() {  // H2_AVX512_BF16's features
@@ -426,7 +431,7 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
   H2_CHECK(g.K > 0, "cpu qmatmul: kblock_gemm needs K > 0 (the caller scales out for K = 0)");
   // AMX's tiles where the CPU has them (H2_CPU_MAX_ISA may hide them) and a K block is whole steps
   // of 32; Linux grants a process the tiles' state on request.
-  const bool amx = cpu_has(CpuFeature::amx_bf16) && g.kb % 32 == 0 && request_amx_state();
+  const bool amx = amx_takes(g.kb) && request_amx_state();
   g.Ks = amx ? ceil_div(g.Kp, 32) * 32 : g.Kp;
   const int64_t tile_rows = amx ? kAmxRows : kMR;
 
