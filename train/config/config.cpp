@@ -2,13 +2,16 @@
 // driven by the key table (keys.h).
 #include "train/config/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include "core/error.h"
@@ -77,18 +80,69 @@ std::string TrainConfig::origin_of(std::string_view key) const {
   return it == origin.end() ? "default" : it->second;
 }
 
+namespace {
+
+// The documents of a YAML text as the parser reports them: where each starts, and where the
+// first value of the latest one is (none for an empty document).
+class DocumentMarks : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    starts.push_back(mark);
+    content.reset();
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { seen(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    seen(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    seen(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    seen(mark);
+  }
+  void OnMapEnd() override {}
+
+  std::vector<YAML::Mark> starts;
+  std::optional<YAML::Mark> content;
+
+ private:
+  void seen(const YAML::Mark& mark) {
+    if (!content) content = mark;
+  }
+};
+
+// Refuses a second document that sets anything (YAML::Load reads the first and ignores the rest;
+// a trailing '---' with nothing after it is an empty document). Not YAML::LoadAll: on some
+// malformed texts yaml-cpp 0.7 reports a document at the same place again and again, and LoadAll
+// never returned (a fuzzer's input); a document that starts where the one before it did is taken
+// for that.
+void refuse_later_documents(std::string_view text, const std::string& source) {
+  std::istringstream in{std::string(text)};
+  YAML::Parser parser(in);
+  DocumentMarks marks;
+  while (parser.HandleNextDocument(marks)) {
+    const size_t n = marks.starts.size();
+    const bool stuck = n >= 2 && marks.starts[n - 1].pos <= marks.starts[n - 2].pos;
+    if (n >= 2 && (marks.content || stuck))
+      H2_THROW(ConfigError,
+               "{}:{}: a second YAML document (after '---' or '...'); a config is one document",
+               source, (marks.content ? *marks.content : marks.starts[n - 1]).line + 1);
+  }
+}
+
+}  // namespace
+
 TrainConfig parse_yaml(std::string_view text, const std::string& source) {
   YAML::Node root;
   try {
-    // Every document, to refuse a second that sets anything: YAML::Load read the first and
-    // ignored the rest. (A trailing '---' with nothing after it is an empty document.)
-    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    for (size_t i = 1; i < documents.size(); ++i)
-      if (!documents[i].IsNull())
-        H2_THROW(ConfigError,
-                 "{}:{}: a second YAML document (after '---' or '...'); a config is one document",
-                 source, documents[i].Mark().line + 1);
-    if (!documents.empty()) root = documents[0];
+    root = YAML::Load(std::string(text));
+    refuse_later_documents(text, source);
   } catch (const YAML::Exception& e) {
     H2_THROW(ConfigError, "{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg);
   }
