@@ -21,17 +21,13 @@
 // otherwise), without its FP32 tiles of T in memory and the pass that rescales them. The scales:
 // s_a (M x J, alpha folded in) and s_b (J x P NR, zeros past N).
 //
-// AMX. Where the CPU has AMX-BF16 and K blocks are multiples of 32 wide, tiles of out are 16 x 32
-// and the tile unit sums each block's products (tile_amx: 16 pairs of K per step), which are then
-// stored to L1 and promoted from there as above. a's tile rows and b's panels are padded with
-// zeros to Ks (Kp rounded up to 32, the panels' stride), so that a narrower last block's steps
-// stay whole. The tile unit orders a block's sums its own way: the two paths differ in the last
-// bits, as the oneDNN route does.
+// AMX. Where the CPU has AMX-BF16 and K blocks are multiples of 32 wide, tiles of out are 32 x 32
+// and the tile unit sums each block's products, which are then stored to L1 and promoted from
+// there as above, while the tile unit sums the next block (kblock_amx.cpp). a's tile rows and b's
+// panels are padded with zeros to Ks (Kp rounded up to 32, the panels' stride).
 #include "backends/cpu/kernels/kblock_gemm.h"
 
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -41,113 +37,19 @@
 #include <utility>
 
 #include "backends/cpu/kernels/cpu_parallel.h"
+#include "backends/cpu/kernels/kblock_tiles.h"
 #include "backends/cpu/kernels/scratch.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/half_float.h"
 
 namespace h2::cpu {
+
+using namespace kblock;
+
 namespace {
 
-constexpr int kMR = 12;      // rows of an out tile
-constexpr int64_t kNR = 32;  // columns of an out tile: two 16-float vectors
-#define H2_AVX512_BF16 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]]
-// Every lane: the zero-masked forms of the intrinsics below, whose unmasked forms start from
-// _mm512_undefined_epi32 and draw GCC 12's false "may be used uninitialized" warnings.
-constexpr __mmask16 kAll = 0xffff;
-constexpr __mmask8 kAll64 = 0xff;
-
-struct Geometry {
-  int64_t M, N, K, Kp, kb, J, P;
-  int64_t Ks;  // K extent of a packed panel and of a decoded row of a: Kp, or (AMX) Kp rounded
-               // up to 32, zeros past Kp
-};
-
-// Where a tile's rows go: out's f32 or bf16 row-major (M, N) storage at row i0, column n0, w
-// columns of the tile's kNR valid; out's own values times beta are where the sums start (not
-// read where beta is 0).
-struct TileOut {
-  float* f32;
-  uint16_t* bf16;  // bits; rounded to nearest even as f32_to_bf16 does
-  int64_t ld, w;
-  float beta;
-};
-
-// beta times 16 values of out's row r from column `half` * 16 on (those of `mask`; 0 elsewhere),
-// as FP32: what the first K block's promotion adds to.
-H2_AVX512_BF16 inline __m512 scaled_out(const TileOut& out, int r, int half, __mmask16 mask) {
-  const int64_t at = r * out.ld + half * 16;
-  const __m512 x =
-      out.f32 != nullptr
-          ? _mm512_maskz_loadu_ps(mask, out.f32 + at)
-          : _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
-                kAll,
-                _mm512_maskz_cvtepu16_epi32(kAll, _mm256_maskz_loadu_epi16(mask, out.bf16 + at)),
-                16));
-  return _mm512_mul_ps(_mm512_set1_ps(out.beta), x);
-}
-
-// Stores 16 floats (those of `mask`) as bf16 bits: round to nearest even, NaN made quiet, as
-// f32_to_bf16. (Not FloatOut::commit, f32_to_bf16's loop: writing the tiles through it made the
-// forward qmatmul of the gate projection, bf16 out, 4.5% slower: 0.945 -> 0.990 ms.)
-H2_AVX512_BF16 inline void store_bf16(uint16_t* dst, __m512 v, __mmask16 mask) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(kAll, u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_maskz_srli_epi32(
-      kAll, _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-  const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_or_epi32(r, nan, _mm512_maskz_srli_epi32(kAll, u, 16), _mm512_set1_epi32(0x0040));
-  _mm256_mask_storeu_epi16(dst, mask, _mm512_maskz_cvtepi32_epi16(kAll, r));
-}
-
-// Stores 32 floats (lo, then hi; those of m0 and m1) as store_bf16 does, by AVX512_BF16's
-// VCVTNE2PS2BF16: the same rounding and quiet NaN, but subnormal inputs taken as zero, so a pair
-// with any subnormal lane goes through store_bf16. (One instruction for 32 values instead of
-// about ten per 16: the forward and dgrad tiles end in this store.)
-H2_AVX512_BF16 inline void store_bf16_pair(uint16_t* dst, __m512 lo, __m512 hi, __mmask16 m0,
-                                           __mmask16 m1) {
-  constexpr int kSubnormal = 0x20;  // VFPCLASSPS category
-  if ((_mm512_fpclass_ps_mask(lo, kSubnormal) | _mm512_fpclass_ps_mask(hi, kSubnormal)) != 0) {
-    store_bf16(dst, lo, m0);
-    store_bf16(dst + 16, hi, m1);
-    return;
-  }
-  const __mmask32 mask = __mmask32(m0) | (__mmask32(m1) << 16);
-  _mm512_mask_storeu_epi16(dst, mask, __m512i(_mm512_cvtne2ps_pbh(hi, lo)));
-}
-
-// Promotion of row r's sums of K block j (t0: columns 0-15, t1: 16-31): c + (s_a s_b) T, the
-// first block's c being 0 (the same FMA with a zero addend, so that a zero keeps its sign as
-// before) or beta * out; the last block's result goes out.
-H2_AVX512_BF16 inline void promote_row(const Geometry& g, int64_t j, int r, __m512 t0, __m512 t1,
-                                       const float* sa, const float* sb, float* c,
-                                       const TileOut& out) {
-  const __mmask16 m0 = out.w >= 16 ? 0xffff : __mmask16((1u << out.w) - 1);
-  const __mmask16 m1 = out.w >= 32 ? 0xffff : out.w <= 16 ? 0 : __mmask16((1u << (out.w - 16)) - 1);
-  const __m512 sb0 = _mm512_loadu_ps(sb + j * g.P * kNR);
-  const __m512 sb1 = _mm512_loadu_ps(sb + j * g.P * kNR + 16);
-  const bool from_c = j > 0, from_out = j == 0 && out.beta != 0, last = j == g.J - 1;
-  const __m512 s = _mm512_set1_ps(sa[r * g.J + j]);
-  float* cr = c + r * kNR;
-  const __m512 c0 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb0), t0,
-                                    from_c     ? _mm512_loadu_ps(cr)
-                                    : from_out ? scaled_out(out, r, 0, m0)
-                                               : _mm512_setzero_ps());
-  const __m512 c1 = _mm512_fmadd_ps(_mm512_mul_ps(s, sb1), t1,
-                                    from_c     ? _mm512_loadu_ps(cr + 16)
-                                    : from_out ? scaled_out(out, r, 1, m1)
-                                               : _mm512_setzero_ps());
-  if (!last) {
-    _mm512_storeu_ps(cr, c0);
-    _mm512_storeu_ps(cr + 16, c1);
-  } else if (out.f32 != nullptr) {
-    _mm512_mask_storeu_ps(out.f32 + r * out.ld, m0, c0);
-    _mm512_mask_storeu_ps(out.f32 + r * out.ld + 16, m1, c1);
-  } else {
-    store_bf16_pair(out.bf16 + r * out.ld, c0, c1, m0, m1);
-  }
-}
+constexpr int kMR = 12;  // rows of an out tile on the AVX-512 path
 
 // One out tile: R rows of a (row stride lda) against panel `panel` of b, over every K block.
 // c: R x kNR floats, the running sums between K blocks (its contents on entry are ignored); the
@@ -180,64 +82,6 @@ H2_AVX512_BF16 void tile(const Geometry& g, const uint16_t* a, int64_t lda, cons
   }
 }
 
-// AMX: an out tile of up to 16 rows, each K block's products summed by the tile unit (TDPBF16PS:
-// 16 x 32 of a against 16 pairs x 32 columns of b per step, tmm0/tmm1 the two 16-column halves of
-// T, tmm2 a's rows, tmm3/tmm4 b's halves, which the pair layout of a panel holds 128 bytes
-// apart), stored to T in L1 and promoted from there as by `tile`. A block's steps run past its
-// last pair into zeros: a's rows and b's panels are padded with them to Ks, a multiple of 32.
-// Rows of `a` past `rows` are read and their sums dropped.
-#define H2_AMX [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,amx-tile,amx-bf16")]]
-constexpr int64_t kAmxRows = 16;  // rows of an out tile on the AMX path: one tile of a
-
-// Whether the tiles take K blocks kb wide: AMX-BF16 (H2_CPU_MAX_ISA leaving it), steps of 32.
-bool amx_takes(int64_t kb) {
-  return cpu_has(CpuFeature::amx_bf16) && kb % 32 == 0;
-}
-struct alignas(64) AmxTileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64, 64, 64};  // bytes per row: 16 floats or 32 bf16
-  uint8_t rows[16] = {16, 16, 16, 16, 16};
-};
-
-H2_AMX void tile_amx(const Geometry& g, int rows, const uint16_t* a, int64_t lda,
-                     const uint16_t* panel, const float* sa, const float* sb, float* c,
-                     const TileOut& out) {
-  // GCC 12's tile loads are asm statements without a memory operand: this keeps the stores that
-  // filled a's tile and b's panels before them.
-  asm volatile("" ::: "memory");
-  alignas(64) float t[kAmxRows * kNR];
-  for (int64_t j = 0; j < g.J; ++j) {
-    const int64_t pairs = (std::min(g.kb, g.K - j * g.kb) + 1) / 2;
-    const uint16_t* bj = panel + j * (g.kb / 2) * kNR * 2;
-    const uint16_t* aj = a + j * g.kb;
-    _tile_zero(0);
-    _tile_zero(1);
-    for (int64_t q = 0; q < pairs; q += 16) {
-      _tile_loadd(2, aj + 2 * q, lda * int64_t(sizeof(uint16_t)));
-      _tile_loadd(3, bj + q * kNR * 2, kNR * 2 * int64_t(sizeof(uint16_t)));
-      _tile_loadd(4, bj + q * kNR * 2 + 32, kNR * 2 * int64_t(sizeof(uint16_t)));
-      _tile_dpbf16ps(0, 2, 3);
-      _tile_dpbf16ps(1, 2, 4);
-    }
-    _tile_stored(0, t, kNR * int64_t(sizeof(float)));
-    _tile_stored(1, t + 16, kNR * int64_t(sizeof(float)));
-    for (int r = 0; r < rows; ++r)
-      promote_row(g, j, r, _mm512_load_ps(t + r * kNR), _mm512_load_ps(t + r * kNR + 16), sa, sb, c,
-                  out);
-  }
-}
-
-// The configuration is a constant in memory: built on the stack, GCC 12 kept only its first 32
-// bytes for LDTILECFG, whose asm operand it takes to be shorter, and the rows faulted.
-H2_AMX void load_amx_config() {
-  static constexpr AmxTileConfig kConfig{};
-  _tile_loadconfig(&kConfig);
-}
-H2_AMX void release_amx() {
-  _tile_release();
-}
-
 struct AlignedFree {
   void operator()(uint16_t* p) const { std::free(p); }
 };
@@ -248,17 +92,6 @@ uint16_t* aligned_rows(int64_t rows, int64_t ld, bool zero) {
   H2_CHECK(p != nullptr, "cpu qmatmul: kblock_gemm could not allocate {} bytes", bytes);
   if (zero) std::memset(p, 0, bytes);
   return p;
-}
-
-// Asks Linux for the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA),
-// which it grants a whole process, once (oneDNN asks too): false where it refuses. The answer is
-// the process's, so it is asked once.
-bool request_amx_state() {
-  static const bool granted = [] {
-    constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return granted;
 }
 
 using TileFn = void (*)(const Geometry&, const uint16_t*, int64_t, const uint16_t*, const float*,
@@ -434,6 +267,8 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
   const bool amx = amx_takes(g.kb) && request_amx_state();
   g.Ks = amx ? ceil_div(g.Kp, 32) * 32 : g.Kp;
   const int64_t tile_rows = amx ? kAmxRows : kMR;
+  // b's scale is the same across each panel: its blocks span whole panels.
+  const bool uniform = b.block_rows() % kNR == 0 || b.block_rows() >= g.N;
 
   ScratchBuffer<uint16_t> packed(stream, size_t(g.P * g.Ks * kNR));
   pack_b(b, g, packed.data());
@@ -445,22 +280,12 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
   const bool f32_out = args.out.dtype() == DType::f32;
   H2_CHECK(f32_out || args.out.dtype() == DType::bf16,
            "cpu qmatmul: kblock_gemm writes f32 or bf16, not {}", dtype_name(args.out.dtype()));
-  const size_t out_bytes = f32_out ? sizeof(float) : sizeof(uint16_t);
-  // Prefetches the `rows` rows of out that the tile at (i0, n0) starts from (beta != 0), while
-  // the tile before it computes: read cold by the tile's first promotion, they were half of the
-  // time outside the tiles.
-  auto prefetch_out = [&](int64_t i0, int64_t n0, int64_t rows) {
-    const char* at = static_cast<const char*>(args.out.data()) + size_t(i0 * g.N + n0) * out_bytes;
-    for (int64_t r = 0; r < rows; ++r)
-      for (size_t b = 0; b < size_t(kNR) * out_bytes; b += 64)
-        __builtin_prefetch(at + size_t(r * g.N) * out_bytes + b);
-  };
   // Threads take equal runs of rows, tiled from their first: whole tiles from row 0 gave the
   // first thread 132 of a weight gradient's 256 rows (11 tiles against 10 and one of 4 rows).
   parallel_for(g.M, g.N * g.K, [&](int64_t r0, int64_t r1) {
     // This thread's decoded tile of a (tile_rows x Ks, 64-byte rows for AMX's loads; AMX reads
-    // all 16 rows of a short tile: zeros, or the rows of the thread's tile before) and its rows'
-    // scales (tile_rows x J, alpha folded in).
+    // all 16 rows of each tile of a short one: zeros, or the rows of the thread's tile before)
+    // and its rows' scales (tile_rows x J, alpha folded in).
     const std::unique_ptr<uint16_t[], AlignedFree> a16(aligned_rows(tile_rows, g.Ks, amx));
     const std::unique_ptr<float[]> sa(new float[size_t(tile_rows * g.J)]);
     alignas(64) float c[kAmxRows * kNR];
@@ -471,27 +296,21 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < g.J; ++j)
           sa[size_t(i * g.J + j)] = args.alpha * a.scale((i0 + i) / a.block_rows(), j);
-      for (int64_t p = 0; p < g.P; ++p) {
-        const int64_t n0 = p * kNR, at = i0 * g.N + n0;
-        const TileOut out{.f32 = f32_out ? args.out.data_as<float>() + at : nullptr,
-                          .bf16 = f32_out ? nullptr : &args.out.data_as<bf16_t>()[at].bits,
-                          .ld = g.N,
-                          .w = std::min(kNR, g.N - n0),
-                          .beta = args.beta};
-        if (args.beta != 0) {  // the next tile's rows of out: the next panel, or the next rows'
-          if (p + 1 < g.P) {
-            prefetch_out(i0, n0 + kNR, rows);
-          } else if (i0 + tile_rows < r1) {
-            prefetch_out(i0 + tile_rows, 0, std::min<int64_t>(tile_rows, r1 - i0 - tile_rows));
-          }
-        }
-        const uint16_t* panel = packed.data() + p * g.Ks * kNR;
-        if (amx) {
-          tile_amx(g, int(rows), a16.get(), g.Ks, panel, sa.get(), sb.data() + n0, c, out);
-        } else {
-          kTiles[size_t(rows - 1)](g, a16.get(), g.Ks, panel, sa.get(), sb.data() + n0, c, out);
-        }
+      const PanelOuts outs{
+          .g = g,
+          .f32 = f32_out ? args.out.data_as<float>() + i0 * g.N : nullptr,
+          .bf16 = f32_out ? nullptr : &args.out.data_as<bf16_t>()[i0 * g.N].bits,
+          .beta = args.beta,
+          .rows = rows,
+          .next_rows = std::min<int64_t>(tile_rows, std::max<int64_t>(0, r1 - i0 - tile_rows))};
+      if (amx) {
+        amx_row_of_tiles(g, int(rows), uniform, a16.get(), g.Ks, packed.data(), sa.get(), sb.data(),
+                         c, outs);
+        continue;
       }
+      for (int64_t p = 0; p < g.P; ++p)
+        kTiles[size_t(rows - 1)](g, a16.get(), g.Ks, packed.data() + p * g.Ks * kNR, sa.get(),
+                                 sb.data() + p * kNR, c, outs(p));
     }
     if (amx) release_amx();
   });
