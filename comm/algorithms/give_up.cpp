@@ -55,6 +55,13 @@ std::string explain_failure(Transport& transport, const PeerFailure& failure) {
   return failure.reason + follow_reports(transport, notice->blamed);
 }
 
+void give_up_after(Transport& transport, const std::string& what, const PeerFailure& failure) {
+  const std::string message =
+      fmt::format("{} failed: {}", what, explain_failure(transport, failure));
+  transport.notify_abort(message, failure.rank);
+  throw CommError(message);
+}
+
 std::string BlameWatch::explain() const {
   return fmt::format("rank {} gave up waiting for rank {}, which waits here",
                      transport_.last_blamer(), transport_.rank());

@@ -27,6 +27,13 @@ std::string follow_reports(Transport& transport, int first);
 // waiting for a third rank.
 std::string explain_failure(Transport& transport, const PeerFailure& failure);
 
+// Gives up a wait because the peer it waits for failed (died, or gave up itself): throws
+// CommError("<what> failed: <explain_failure>") after a notice that names that peer as the one
+// waited for, so that a rank waiting for this one follows the chain on through it. (Without the
+// notice such a rank, timing out, found no report here and blamed this rank alone.)
+[[noreturn]] void give_up_after(Transport& transport, const std::string& what,
+                                const PeerFailure& failure);
+
 // Watches one wait for blame: whether a peer gave up waiting for this rank after the wait began.
 class BlameWatch {
  public:

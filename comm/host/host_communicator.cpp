@@ -78,8 +78,7 @@ class HostRequest final : public Request {
       if (auto failure = transport_.failure(); failure && failure->rank == peer_) {
         done_ = true;
         transport_.cancel_all();
-        throw CommError(
-            fmt::format("{} failed: {}", what(), explain_failure(transport_, *failure)));
+        give_up_after(transport_, what(), *failure);
       }
       return false;
     }

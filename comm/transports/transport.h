@@ -62,7 +62,8 @@ class Transport {
   // not take the notice as a failure, since it is itself waiting on the real cause and will
   // report it. Returns within a fraction of a second.
   virtual void notify_abort(const std::string& reason, int blamed = -1) = 0;
-  // The last abort notice received from `rank`, if any (blaming notices included).
+  // The first abort notice received from `rank`, if any (blaming notices included): why it
+  // gave up.
   virtual std::optional<AbortNotice> notice_from(int rank) const = 0;
   // How many abort notices blamed this rank (peers that gave up waiting for it), and the rank that
   // sent the last one (-1: none). A rank blamed while it waits itself is not the cause: its wait

@@ -362,7 +362,9 @@ ucs_status_t UcxTransport::on_abort_message(void* arg, const void* header, size_
   int32_t fields[2] = {-1, -1};  // origin, blamed
   if (header_length == sizeof(fields)) std::memcpy(fields, header, sizeof(fields));
   const std::string text(static_cast<const char*>(data), length);
-  if (fields[0] >= 0 && fields[0] < self->size_)
+  // A rank's first notice says why it gave up; a later one (its World's final barrier, failing
+  // in turn) repeats that failure and would hide whom it waited for.
+  if (fields[0] >= 0 && fields[0] < self->size_ && !self->notices_[fields[0]])
     self->notices_[fields[0]] = AbortNotice{text, fields[1]};
   // A peer that timed out waiting for this rank is not the cause: this rank is waiting too (its
   // waits see blame_count() grow and give up, naming their own peer).

@@ -93,7 +93,7 @@ class UcxTransport final : public Transport {
   std::vector<ucp_ep_h> endpoints_;
   std::vector<std::unique_ptr<PeerSlot>> peer_slots_;
   std::vector<bool> peer_failed_;
-  std::vector<std::optional<AbortNotice>> notices_;  // last abort notice from each rank
+  std::vector<std::optional<AbortNotice>> notices_;  // first abort notice from each rank
   uint64_t blame_count_ = 0;                         // notices that blamed this rank
   int last_blamer_ = -1;
   std::vector<int> local_pids_;  // process id of each peer on this host, 0 for remote peers

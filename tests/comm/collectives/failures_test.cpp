@@ -78,21 +78,23 @@ TEST(MissingRank, TimesOutNamingTheRankThatNeverCame) {
 }
 
 // A pipeline whose last stage hangs: rank r waits for rank r+1 and rank 3 is alive but sends
-// nothing. Rank 0 started waiting first, so it times out first, blaming rank 1; without the
-// blame chain its error (the first the launcher shows) named rank 1. Every error must name rank
-// 3 as the one that hangs, and the waiting ranks give up after one timeout and the blame
-// exchange (at most one more), about 4 s here, never by waiting for rank 3. Times are compared
-// with rank 3's exit (start-up + 10 s), not with a fixed figure, because start-up (fork,
-// rendezvous, wire-up) varies by seconds on a loaded 2-core machine.
+// nothing. Rank 0 times out first (the others' timeouts are long: on a loaded 2-core machine
+// ranks left their barrier up to half a second apart, and a rank whose own timeout came first
+// changed the messages' shape), blaming rank 1; without the blame chain its error (the first
+// the launcher shows) named rank 1. Every error must name rank 3 as the one that hangs, and the
+// waiting ranks give up after rank 0's timeout and the blame exchange (at most one more
+// second), never by waiting for rank 3. Times are compared with rank 3's exit (start-up + 10 s),
+// not with a fixed figure, because start-up (fork, rendezvous, wire-up) varies by seconds on a
+// loaded 2-core machine.
 TEST(HungRank, EveryRankOfAWaitingChainNamesTheHungOne) {
   RunOptions options;
-  options.comm_timeout_s = 2;
+  options.comm_timeout_s = 30;
+  options.comm_timeout_s_of_rank = {{0, 2}};
   const auto outcomes = run_ranks(
       4,
       [](RankContext& ctx) {
         Tensor t = Tensor::zeros(Shape{1 << 16}, DType::f32, ctx.runtime.cpu());
-        // The stagger below is what makes rank 0 wait first; ranks leave wire-up up to seconds
-        // apart on a loaded machine, so they start it together.
+        // Ranks leave wire-up up to seconds apart on a loaded machine, so they start together.
         ctx.comm().barrier();
         if (ctx.rank() == 3) {
           std::this_thread::sleep_for(std::chrono::seconds(10));  // hangs: sends nothing
@@ -114,6 +116,39 @@ TEST(HungRank, EveryRankOfAWaitingChainNamesTheHungOne) {
   EXPECT_TRUE(contains(outcomes[0].message, "(0 -> 1 -> 2)")) << describe(outcomes);
   EXPECT_TRUE(contains(outcomes[1].message, "rank 0 gave up waiting for rank 1"))
       << describe(outcomes);
+}
+
+// The same chain, but the middle rank's wait ends because its peer gave up: rank 2 times out
+// first on rank 3, rank 1 fails at once (rank 2 gave up), and rank 0 times out on rank 1 later.
+// Rank 1 must still say whom it waited for, first (its World's final barrier fails after and
+// says so too), or rank 0's error named rank 1 alone: seen once in eight runs of the test above
+// on a loaded machine, when rank 2's own timeout came first.
+TEST(HungRank, ARankWhosePeerGaveUpPassesTheChainOn) {
+  RunOptions options;
+  options.comm_timeout_s = 30;
+  options.comm_timeout_s_of_rank = {{0, 4}, {2, 1}};
+  const auto outcomes = run_ranks(
+      4,
+      [](RankContext& ctx) {
+        Tensor t = Tensor::zeros(Shape{1 << 16}, DType::f32, ctx.runtime.cpu());
+        ctx.comm().barrier();
+        if (ctx.rank() == 3) {
+          std::this_thread::sleep_for(std::chrono::seconds(12));  // hangs: sends nothing
+          return;
+        }
+        ctx.comm().recv(t, ctx.rank() + 1, /*tag=*/5);
+      },
+      options);
+  for (int rank : {0, 1, 2}) {
+    const RankOutcome& o = outcomes[rank];
+    EXPECT_EQ(o.exit_code, 1) << describe(outcomes);
+    EXPECT_TRUE(contains(o.message, "rank 3 died, hangs or posted no matching send"))
+        << describe(outcomes);
+    EXPECT_LT(o.seconds, outcomes[3].seconds - 3) << describe(outcomes);
+  }
+  EXPECT_TRUE(contains(outcomes[1].message, "failed: rank 2 gave up")) << describe(outcomes);
+  EXPECT_TRUE(contains(outcomes[0].message, "timed out after 4 s")) << describe(outcomes);
+  EXPECT_TRUE(contains(outcomes[0].message, "(0 -> 1 -> 2)")) << describe(outcomes);
 }
 
 TEST(Mismatch, DifferentCountsDTypesAndCollectivesAreReported) {

@@ -30,7 +30,11 @@ using Clock = std::chrono::steady_clock;
   std::string message;
   try {
     setenv("UCX_TLS", options.ucx_tls.c_str(), 1);
-    setenv("H2_COMM_TIMEOUT", std::to_string(options.comm_timeout_s).c_str(), 1);
+    const auto own_timeout = options.comm_timeout_s_of_rank.find(rank);
+    const double timeout_s = own_timeout != options.comm_timeout_s_of_rank.end()
+                                 ? own_timeout->second
+                                 : options.comm_timeout_s;
+    setenv("H2_COMM_TIMEOUT", std::to_string(timeout_s).c_str(), 1);
     for (const auto& [name, value] : options.env) setenv(name.c_str(), value.c_str(), 1);
     RankInfo info;
     info.rank = rank;

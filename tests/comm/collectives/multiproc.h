@@ -33,6 +33,9 @@ struct RankOutcome {
 struct RunOptions {
   std::string ucx_tls = "sm,self";
   double comm_timeout_s = 60;
+  // H2_COMM_TIMEOUT of particular ranks, where it differs from comm_timeout_s: which rank of a
+  // waiting chain times out first then does not depend on when each began to wait.
+  std::map<int, double> comm_timeout_s_of_rank;
   std::map<std::string, std::string> env;  // extra variables set in every rank
   // Called in the parent once every rank started, with their pids (to kill one, say).
   std::function<void(const std::vector<int>& pids)> while_running;
