@@ -77,34 +77,31 @@ TEST(MissingRank, TimesOutNamingTheRankThatNeverCame) {
       << describe(outcomes);
 }
 
-// A pipeline whose last stage hangs: rank r waits for rank r+1 and rank 3 is alive but sends
-// nothing. Rank 0 times out first (the others' timeouts are long: on a loaded 2-core machine
-// ranks left their barrier up to half a second apart, and a rank whose own timeout came first
-// changed the messages' shape), blaming rank 1; without the blame chain its error (the first
-// the launcher shows) named rank 1. Every error must name rank 3 as the one that hangs, and the
-// waiting ranks give up after rank 0's timeout and the blame exchange (at most one more
-// second), never by waiting for rank 3. Times are compared with rank 3's exit (start-up + 10 s),
-// not with a fixed figure, because start-up (fork, rendezvous, wire-up) varies by seconds on a
-// loaded 2-core machine.
-TEST(HungRank, EveryRankOfAWaitingChainNamesTheHungOne) {
-  RunOptions options;
-  options.comm_timeout_s = 30;
-  options.comm_timeout_s_of_rank = {{0, 2}};
-  const auto outcomes = run_ranks(
+// A pipeline whose last stage hangs: rank r waits for rank r+1 (rank r starting stagger_ms * r
+// after their barrier, as a pipeline's backward pass reaches later stages later) and rank 3 is
+// alive but sends nothing for hang_s seconds. The ranks start together: they leave wire-up up to
+// seconds apart on a loaded machine.
+std::vector<RankOutcome> run_hung_chain(const RunOptions& options, int hang_s, int stagger_ms) {
+  return run_ranks(
       4,
-      [](RankContext& ctx) {
+      [=](RankContext& ctx) {
         Tensor t = Tensor::zeros(Shape{1 << 16}, DType::f32, ctx.runtime.cpu());
-        // Ranks leave wire-up up to seconds apart on a loaded machine, so they start together.
         ctx.comm().barrier();
         if (ctx.rank() == 3) {
-          std::this_thread::sleep_for(std::chrono::seconds(10));  // hangs: sends nothing
+          std::this_thread::sleep_for(std::chrono::seconds(hang_s));  // hangs: sends nothing
           return;
         }
-        // Later stages start waiting later, as in a pipeline's backward pass.
-        std::this_thread::sleep_for(std::chrono::milliseconds(300 * ctx.rank()));
+        std::this_thread::sleep_for(std::chrono::milliseconds(stagger_ms * ctx.rank()));
         ctx.comm().recv(t, ctx.rank() + 1, /*tag=*/5);
       },
       options);
+}
+
+// Every waiting rank's error names rank 3 as the one that hangs, and the waiting ranks give up
+// after the first timeout and the blame exchange, never by waiting for rank 3. Times are
+// compared with rank 3's exit (start-up + hang_s), not with a fixed figure, because start-up
+// (fork, rendezvous, wire-up) varies by seconds on a loaded 2-core machine.
+void expect_every_error_names_rank_3(const std::vector<RankOutcome>& outcomes) {
   for (int rank : {0, 1, 2}) {
     const RankOutcome& o = outcomes[rank];
     EXPECT_EQ(o.exit_code, 1) << describe(outcomes);
@@ -112,6 +109,18 @@ TEST(HungRank, EveryRankOfAWaitingChainNamesTheHungOne) {
         << describe(outcomes);
     EXPECT_LT(o.seconds, outcomes[3].seconds - 3) << describe(outcomes);
   }
+}
+
+// Rank 0 times out first (the others' timeouts are long: on a loaded 2-core machine ranks left
+// their barrier up to half a second apart, and a rank whose own timeout came first changed the
+// messages' shape), blaming rank 1; without the blame chain its error (the first the launcher
+// shows) named rank 1.
+TEST(HungRank, EveryRankOfAWaitingChainNamesTheHungOne) {
+  RunOptions options;
+  options.comm_timeout_s = 30;
+  options.comm_timeout_s_of_rank = {{0, 2}};
+  const auto outcomes = run_hung_chain(options, /*hang_s=*/10, /*stagger_ms=*/300);
+  expect_every_error_names_rank_3(outcomes);
   EXPECT_TRUE(contains(outcomes[0].message, "timed out after 2 s")) << describe(outcomes);
   EXPECT_TRUE(contains(outcomes[0].message, "(0 -> 1 -> 2)")) << describe(outcomes);
   EXPECT_TRUE(contains(outcomes[1].message, "rank 0 gave up waiting for rank 1"))
@@ -127,25 +136,8 @@ TEST(HungRank, ARankWhosePeerGaveUpPassesTheChainOn) {
   RunOptions options;
   options.comm_timeout_s = 30;
   options.comm_timeout_s_of_rank = {{0, 4}, {2, 1}};
-  const auto outcomes = run_ranks(
-      4,
-      [](RankContext& ctx) {
-        Tensor t = Tensor::zeros(Shape{1 << 16}, DType::f32, ctx.runtime.cpu());
-        ctx.comm().barrier();
-        if (ctx.rank() == 3) {
-          std::this_thread::sleep_for(std::chrono::seconds(12));  // hangs: sends nothing
-          return;
-        }
-        ctx.comm().recv(t, ctx.rank() + 1, /*tag=*/5);
-      },
-      options);
-  for (int rank : {0, 1, 2}) {
-    const RankOutcome& o = outcomes[rank];
-    EXPECT_EQ(o.exit_code, 1) << describe(outcomes);
-    EXPECT_TRUE(contains(o.message, "rank 3 died, hangs or posted no matching send"))
-        << describe(outcomes);
-    EXPECT_LT(o.seconds, outcomes[3].seconds - 3) << describe(outcomes);
-  }
+  const auto outcomes = run_hung_chain(options, /*hang_s=*/12, /*stagger_ms=*/0);
+  expect_every_error_names_rank_3(outcomes);
   EXPECT_TRUE(contains(outcomes[1].message, "failed: rank 2 gave up")) << describe(outcomes);
   EXPECT_TRUE(contains(outcomes[0].message, "timed out after 4 s")) << describe(outcomes);
   EXPECT_TRUE(contains(outcomes[0].message, "(0 -> 1 -> 2)")) << describe(outcomes);
