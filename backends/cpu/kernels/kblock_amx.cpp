@@ -126,6 +126,9 @@ H2_AMX void row_of_tiles(const Geometry& g, int rows, const uint16_t* a, int64_t
   for (int64_t p = 0; p < g.P; ++p) {
     const TileOut out = outs(p);
     for (int64_t j = 0; j < g.J; ++j) {
+      // The tile stores are asm statements without a memory operand too: the barriers keep them
+      // after the promotion that last read t and before the one that reads what they store.
+      asm volatile("" ::: "memory");
       store_block_amx<kHalves>(t[j % 2]);
       if (j + 1 < g.J) {
         sum_block_amx<kHalves>(g, j + 1, a, lda, packed + p * panel_size);
