@@ -49,7 +49,21 @@ using namespace kblock;
 
 namespace {
 
-constexpr int kMR = 12;  // rows of an out tile on the AVX-512 path
+constexpr int kMR = 12;            // rows of an out tile on the AVX-512 path
+constexpr __mmask8 kAll64 = 0xff;  // every lane of 8 (see kAll)
+
+// Row r's promotion of block j alone, its sums in registers.
+H2_AVX512_BF16 inline void promote_row(const Geometry& g, int64_t j, int r, __m512 t0, __m512 t1,
+                                       const float* sa, const float* sb, float* c,
+                                       const TileOut& out) {
+  const OutColumns m(out);
+  const __m512 s = _mm512_set1_ps(sa[r * g.J + j]);
+  RowSums sums = promotion_start(j, r, c, out, m);
+  sums.c0 = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_loadu_ps(sb + j * g.P * kNR)), t0, sums.c0);
+  sums.c1 =
+      _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_loadu_ps(sb + j * g.P * kNR + 16)), t1, sums.c1);
+  promotion_end(j == g.J - 1, r, sums, c, out, m);
+}
 
 // One out tile: R rows of a (row stride lda) against panel `panel` of b, over every K block.
 // c: R x kNR floats, the running sums between K blocks (its contents on entry are ignored); the

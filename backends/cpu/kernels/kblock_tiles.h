@@ -17,7 +17,6 @@ constexpr int64_t kNR = 32;  // columns of an out tile: two 16-float vectors
 // Every lane: the zero-masked forms of the intrinsics, whose unmasked forms start from
 // _mm512_undefined_epi32 and draw GCC 12's false "may be used uninitialized" warnings.
 constexpr __mmask16 kAll = 0xffff;
-constexpr __mmask8 kAll64 = 0xff;
 
 struct Geometry {
   int64_t M, N, K, Kp, kb, J, P;
@@ -118,8 +117,9 @@ H2_AVX512_BF16 inline void store_bf16_pair(uint16_t* dst, __m512 lo, __m512 hi, 
 
 // Promotion of a row's sums T of K blocks into its FP32 sums c: c + (s_a s_b) T block after block
 // (t0: columns 0-15, t1: 16-31), the first block's c being 0 (the same FMA with a zero addend, so
-// that a zero keeps its sign) or beta * out; after the last block c goes out. Three parts: where
-// c starts, each block's FMA, where c goes.
+// that a zero keeps its sign) or beta * out; after the last block c goes out. Here where c starts
+// and where it goes; each path makes the blocks' FMAs between them (promote_row in registers,
+// promote_rows from the AMX tiles' stores).
 struct RowSums {
   __m512 c0, c1;
 };
@@ -149,19 +149,6 @@ H2_AVX512_BF16 inline void promotion_end(bool last, int r, const RowSums& s, flo
   } else {
     store_bf16_pair(out.bf16 + r * out.ld, s.c0, s.c1, m.m0, m.m1);
   }
-}
-
-// Row r's promotion of block j alone, its sums in registers.
-H2_AVX512_BF16 inline void promote_row(const Geometry& g, int64_t j, int r, __m512 t0, __m512 t1,
-                                       const float* sa, const float* sb, float* c,
-                                       const TileOut& out) {
-  const OutColumns m(out);
-  const __m512 s = _mm512_set1_ps(sa[r * g.J + j]);
-  RowSums sums = promotion_start(j, r, c, out, m);
-  sums.c0 = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_loadu_ps(sb + j * g.P * kNR)), t0, sums.c0);
-  sums.c1 =
-      _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_loadu_ps(sb + j * g.P * kNR + 16)), t1, sums.c1);
-  promotion_end(j == g.J - 1, r, sums, c, out, m);
 }
 
 // The AMX path (kblock_amx.cpp).
