@@ -67,7 +67,7 @@ CpuOptions CpuOptions::from_env() {
     H2_THROW(ConfigError, "H2_CPU_ALLOCATOR='{}' is not 'caching' or 'system'", allocator);
   options.caching_allocator = allocator == "caching";
   options.gemm = parse_gemm_provider(env_string("H2_CPU_GEMM"), "H2_CPU_GEMM");
-  options.h2_kblock_gemm = h2_kblock_gemm_from_env();
+  options.kblock_kernel = kblock_kernel_from_env();
   return options;
 }
 
@@ -85,7 +85,7 @@ double HostEvent::elapsed_ms_since(const Event& start) const {
 
 CpuDevice::CpuDevice(const CpuOptions& options)
     : allocator_("cpu:0", 0, options.caching_allocator),
-      context_(options.gemm, options.h2_kblock_gemm),
+      context_(options.gemm, options.kblock_kernel),
       stream_(*this, context_) {
   peak_gflops_setting_ = options.peak_gflops;
   // isa_guard.cpp stopped the process at load already; this keeps that file linked into every
@@ -128,17 +128,18 @@ GemmProvider parse_gemm_provider(const std::string& name, const std::string& whe
   H2_THROW(ConfigError, "{}='{}' is not a GEMM library: use onednn or openblas", where, name);
 }
 
-bool h2_kblock_gemm_from_env() {
+KBlockKernel kblock_kernel_from_env() {
   const std::string choice = env_string("H2_CPU_KBLOCK_GEMM");
-  if (choice == "onednn") return false;
-  if (choice == "auto") return kblock_gemm_runs_here();
-  if (choice != "h2")
+  if (choice != "auto" && choice != "h2" && choice != "onednn")
     H2_THROW(ConfigError, "H2_CPU_KBLOCK_GEMM='{}' is not auto, h2 or onednn", choice);
-  if (!kblock_gemm_runs_here())
-    H2_THROW(ConfigError,
-             "H2_CPU_KBLOCK_GEMM=h2 needs AVX512F, AVX512BW and AVX512_BF16, which this CPU "
-             "lacks: use auto or onednn");
-  return true;
+  if (choice == "onednn") return KBlockKernel::library;
+  if (kblock_gemm_runs_here()) return KBlockKernel::h2_avx512_bf16;
+  if (kblock_gemm_avx2_runs_here() && (choice == "h2" || !cpu_has(CpuFeature::avx512f)))
+    return KBlockKernel::h2_avx2;
+  if (choice == "auto") return KBlockKernel::library;
+  H2_THROW(ConfigError,
+           "H2_CPU_KBLOCK_GEMM=h2 needs AVX2 and FMA (or AVX512_BF16), which this CPU lacks or "
+           "H2_CPU_MAX_ISA hides: use auto or onednn");
 }
 
 KernelContext& kernel_context(Stream& stream) {

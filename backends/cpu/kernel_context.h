@@ -27,24 +27,33 @@ std::string gemm_kernels_name(GemmProvider provider);
 // "onednn" or "openblas"; anything else throws ConfigError naming `where` and the value.
 GemmProvider parse_gemm_provider(const std::string& name, const std::string& where);
 
-// Whether fp8_blockwise's K-block GEMMs run in H2's kernel (kernels/kblock_gemm.h) rather than as
-// one oneDNN GEMM per block: H2_CPU_KBLOCK_GEMM (auto, h2 or onednn; ConfigError naming it for
-// anything else, or for h2 on a CPU without AVX512_BF16). auto is H2's kernel wherever it runs,
-// on AMX's tiles where the CPU has them.
-bool h2_kblock_gemm_from_env();
+// Who runs the K-block GEMMs of FP32 block scales along K (fp8_blockwise; per-tensor FP32 scales
+// where bf16 GEMMs do not take them), each block's sums promoted with its scales: H2's
+// AVX512_BF16 kernel (kernels/kblock_gemm.h, on AMX's tiles where the CPU has them), H2's AVX2
+// kernel (FP32 FMAs), or the libraries' routes (qmatmul.cpp: a oneDNN bf16 GEMM per block where
+// oneDNN has bf16 instructions, else FP32 tiles of scaled values into the SGEMM, summed over all
+// of K at once).
+enum class KBlockKernel { library, h2_avx512_bf16, h2_avx2 };
+
+// H2_CPU_KBLOCK_GEMM: auto (the default) is H2's AVX512_BF16 kernel where it runs, else its AVX2
+// kernel where the CPU lacks AVX512F (where it has AVX512F the library's AVX-512 SGEMM on FP32
+// tiles was 1.6x faster), else the libraries'; h2 is H2's AVX512_BF16 kernel where it runs, else
+// its AVX2 one (ConfigError where neither runs); onednn is the libraries'. ConfigError naming the
+// knob for anything else. H2_CPU_MAX_ISA's cap counts as the CPU.
+KBlockKernel kblock_kernel_from_env();
 
 class KernelContext {
  public:
-  explicit KernelContext(GemmProvider gemm, bool h2_kblock_gemm = false)
-      : gemm_provider_(gemm), h2_kblock_gemm_(h2_kblock_gemm) {}
+  explicit KernelContext(GemmProvider gemm, KBlockKernel kblock = KBlockKernel::library)
+      : gemm_provider_(gemm), kblock_kernel_(kblock) {}
   GemmProvider gemm_provider() const { return gemm_provider_; }
   OneDnnGemm& onednn() { return onednn_; }
   RopeTables& rope_tables() { return rope_tables_; }
-  bool h2_kblock_gemm() const { return h2_kblock_gemm_; }
+  KBlockKernel kblock_kernel() const { return kblock_kernel_; }
 
  private:
   GemmProvider gemm_provider_;
-  const bool h2_kblock_gemm_;
+  const KBlockKernel kblock_kernel_;
   OneDnnGemm onednn_;
   RopeTables rope_tables_;
 };

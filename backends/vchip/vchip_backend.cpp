@@ -74,7 +74,7 @@ VchipDevice::VchipDevice(const ChipSpec& spec, int index, double time_scale)
       time_scale_(time_scale * spec.time_scale),
       allocator_(fmt::format("vchip:{} ({})", index, spec.name), spec.memory_bytes),
       context_(cpu::parse_gemm_provider(env_string("H2_CPU_GEMM"), "H2_CPU_GEMM"),
-               cpu::h2_kblock_gemm_from_env()),
+               cpu::kblock_kernel_from_env()),
       stream_(*this),
       kernels_(make_paced_table(spec.dtypes)) {
   props_.name = spec.name;

@@ -83,28 +83,36 @@ TEST(KernelIsa, AmxMatchesProcCpuinfo) {
   EXPECT_EQ(cpu_has_amx_bf16(), flags.count("amx_bf16") == 1);
 }
 
-// H2_CPU_KBLOCK_GEMM: auto follows the CPU (H2's kernel with AVX512_BF16, on AMX's tiles too),
-// onednn is never H2's, h2 is refused where the kernel cannot run, and anything else names the
-// knob; whether the kernel runs is read against /proc/cpuinfo.
+// H2_CPU_KBLOCK_GEMM: auto follows the CPU (H2's AVX512_BF16 kernel where it runs, on AMX's tiles
+// too; else its AVX2 kernel where the CPU has AVX2 and FMA but no AVX512F; else the libraries'),
+// onednn is always the libraries', h2 takes the AVX2 kernel on an AVX-512 CPU without AVX512_BF16
+// too and is refused where neither kernel runs, and anything else names the knob. Which kernels
+// run is read against /proc/cpuinfo (less what H2_CPU_MAX_ISA hides: the capped runs check the
+// older CPUs' choices).
 TEST(KernelIsa, KBlockGemmKnob) {
   const std::set<std::string> flags = proc_cpuinfo_flags();
   if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
-  const bool runs = flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") &&
-                    flags.count("avx512vl") && flags.count("avx512_bf16");
-  EXPECT_EQ(kblock_gemm_runs_here(), runs);
-  setenv("H2_CPU_KBLOCK_GEMM", "auto", 1);
-  EXPECT_EQ(h2_kblock_gemm_from_env(), runs);
-  setenv("H2_CPU_KBLOCK_GEMM", "onednn", 1);
-  EXPECT_FALSE(h2_kblock_gemm_from_env());
-  setenv("H2_CPU_KBLOCK_GEMM", "h2", 1);
-  if (runs) {
-    EXPECT_TRUE(h2_kblock_gemm_from_env());
+  const bool avx512_bf16 = flags.count("avx512f") && flags.count("avx512bw") &&
+                           flags.count("avx512dq") && flags.count("avx512vl") &&
+                           flags.count("avx512_bf16");
+  const bool avx2 = flags.count("avx2") && flags.count("fma");
+  EXPECT_EQ(kblock_gemm_runs_here(), avx512_bf16);
+  EXPECT_EQ(kblock_gemm_avx2_runs_here(), avx2);
+  auto choice = [](const char* value) {
+    setenv("H2_CPU_KBLOCK_GEMM", value, 1);
+    return kblock_kernel_from_env();
+  };
+  const KBlockKernel h2 = avx512_bf16 ? KBlockKernel::h2_avx512_bf16 : KBlockKernel::h2_avx2;
+  const bool auto_is_h2 = avx512_bf16 || (avx2 && !flags.count("avx512f"));
+  EXPECT_EQ(choice("auto"), auto_is_h2 ? h2 : KBlockKernel::library);
+  EXPECT_EQ(choice("onednn"), KBlockKernel::library);
+  if (avx512_bf16 || avx2) {
+    EXPECT_EQ(choice("h2"), h2);
   } else {
-    EXPECT_THROW(h2_kblock_gemm_from_env(), ConfigError);
+    EXPECT_THROW(choice("h2"), ConfigError);
   }
-  setenv("H2_CPU_KBLOCK_GEMM", "fast", 1);
   try {
-    h2_kblock_gemm_from_env();
+    choice("fast");
     ADD_FAILURE() << "no error for H2_CPU_KBLOCK_GEMM=fast";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("H2_CPU_KBLOCK_GEMM='fast'"), std::string::npos)

@@ -259,7 +259,7 @@ bool kblock_gemm_runs_here() {  // H2_AVX512_BF16's features
 
 void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
                  Stream& stream) {
-  // The route is chosen once per device (h2_kblock_gemm_from_env checks it); this guards a
+  // The route is chosen once per device (kblock_kernel_from_env checks it); this guards a
   // KernelContext made with it by hand from an illegal instruction.
   H2_CHECK(kblock_gemm_runs_here(),
            "fp8_blockwise's H2 K-block GEMM needs AVX512F/BW/DQ/VL and AVX512_BF16, which this "

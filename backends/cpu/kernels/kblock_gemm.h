@@ -30,4 +30,13 @@ bool kblock_gemm_suits(int64_t kb);
 void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
                  Stream& stream);
 
+// Whether this CPU runs kblock_gemm_avx2 (AVX2 and FMA).
+bool kblock_gemm_avx2_runs_here();
+
+// kblock_gemm's product for CPUs without bf16 GEMMs (kblock_avx2.cpp): the code values decoded to
+// FP32, each K block's products summed by FMAs and promoted as kblock_gemm promotes them. Any
+// block width; out f32 or bf16.
+void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
+                      Stream& stream);
+
 }  // namespace h2::cpu

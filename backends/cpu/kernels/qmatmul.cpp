@@ -1,10 +1,11 @@
 // CPU qmatmul: out (M, N) = alpha * deq(a) @ deq(b)^T + beta * out, for quantized a and b
-// (core/lowp/quant_spec.h), products accumulated in FP32. Three routes, the first that applies:
+// (core/lowp/quant_spec.h), products accumulated in FP32. Four routes, the first that applies:
 // one exact bf16 GEMM where both operands' scales fold into bf16 values (qmatmul_bf16: per-tensor,
 // E8M0, NVFP4); FP32 block scales that change along K (qmatmul_kblocks_bf16: fp8_blockwise),
 // each block's products promoted in registers or AMX tiles by H2's kernel (kblock_gemm.h) where
 // the device's context chooses it, else by oneDNN GEMMs, a group of blocks per call; both routes
-// need oneDNN's native bf16.
+// need oneDNN's native bf16. Without it, FP32 block scales (per-tensor ones too) go to H2's AVX2
+// K-block kernel where the context chooses it (qmatmul_kblocks_avx2: CPUs without AVX-512).
 // Otherwise FP32 tiles, below.
 //
 // Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent (columns of
@@ -160,7 +161,8 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
   if (!bf16_gemms_apply(args, context) || a.rule() != ScaleRule::f32_amax ||
       b.rule() != ScaleRule::f32_amax || b.block_cols() != kb || kb % kKBlockAlign != 0)
     return false;
-  if (context.h2_kblock_gemm() && kblock_gemm_suits(kb)) {  // promoted per block (kblock_gemm.h)
+  if (context.kblock_kernel() == KBlockKernel::h2_avx512_bf16 &&
+      kblock_gemm_suits(kb)) {  // promoted per block (kblock_gemm.h)
     kblock_gemm(args, a, b, stream);
     return true;
   }
@@ -251,6 +253,20 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
   return true;
 }
 
+// The K-block path without bf16 GEMMs, where the context chooses H2's AVX2 kernel (kblock_gemm.h;
+// CPUs without AVX-512): the same promotions in FP32, for FP32 scales in blocks of one width along
+// K on both operands (one block for per-tensor scales) and an f32 or bf16 out. Returns false
+// where it does not apply.
+bool qmatmul_kblocks_avx2(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
+                          Stream& stream) {
+  if (kernel_context(stream).kblock_kernel() != KBlockKernel::h2_avx2 ||
+      a.rule() != ScaleRule::f32_amax || b.rule() != ScaleRule::f32_amax ||
+      b.block_cols() != a.block_cols() || args.out.dtype() == DType::f16)
+    return false;
+  kblock_gemm_avx2(args, a, b, stream);
+  return true;
+}
+
 }  // namespace
 
 // out (M, N) f32/bf16/f16 = alpha * deq(a (M, K)) @ deq(b (N, K))^T + beta * out.
@@ -262,6 +278,7 @@ void qmatmul(const QMatmulArgs& args, Stream& stream) {
   const QuantOperand a(args.a), b(args.b);
   if (qmatmul_bf16(args, a, b, stream)) return;
   if (qmatmul_kblocks_bf16(args, a, b, stream)) return;
+  if (qmatmul_kblocks_avx2(args, a, b, stream)) return;
   // The tiles' GEMMs through the matmul op's library: oneDNN runs on the same OpenMP threads as
   // the decoding, where OpenBLAS's own threads contended with them (fp8_blockwise steps varied
   // from 198 to 253 ms between runs).

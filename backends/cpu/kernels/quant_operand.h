@@ -146,6 +146,17 @@ class QuantOperand {
     decode_codes_bf16(row_codes(r0, 0), rows * K_, dst);
   }
 
+  // Rows [r0, r0 + rows) of code values as FP32, row-major (rows x K), without any scale (exact):
+  // the operands of the AVX2 K-block kernel (kblock_gemm.h), which has no bf16 products.
+  void decode_codes_rows(int64_t r0, int64_t rows, float* dst) const {
+    decode_codes(row_codes(r0, 0), rows * K_, dst);
+  }
+
+  // n consecutive codes as FP32 code values, without any scale (exact).
+  void decode_codes(const uint8_t* codes, int64_t n, float* dst) const {
+    lowp::decode_n(element_, codes, n, 1.0f, dst);
+  }
+
   // n codes in any arrangement as bf16 bits, without any scale (exact): rows of codes, or the
   // K-block path's packed panels of one-byte codes, rearranged as codes first.
   void decode_codes_bf16(const uint8_t* codes, int64_t n, uint16_t* dst) const {
