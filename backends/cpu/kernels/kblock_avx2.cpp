@@ -16,9 +16,11 @@
 // that a panel stays in L1 or L2 for RB / kMR tiles, each tile prefetching the panel's rows
 // kPrefetchSteps ahead (one block's linears went from 1.21x to 1.15x their bf16 time with it:
 // h2_bench_lowp_linear on the AVX2 path).
-// A block's tiles have 6 or 5 rows where they can (rows_of_tile). This replaces qmatmul.cpp's
-// FP32 route for these operands (FP32 tiles of scaled values into a library SGEMM, which packs
-// both again), whose sums are over the whole of K at once.
+// A block's tiles have 6 or 5 rows where they can (rows_of_tile). Operands whose scales fold into
+// exact values (KBlockValues::local: MX, NVFP4) go as their local values in one block over K, the
+// products and sums of qmatmul's exact bf16 GEMM. This replaces qmatmul.cpp's FP32 route for these
+// operands (FP32 tiles of scaled values into a library SGEMM, which packs both again), whose sums
+// are over the whole of K at once.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -198,12 +200,12 @@ H2_AVX2_FMA void transpose16x8_bytes(const uint8_t* const rows[16], uint8_t* dst
 
 // b's panels: panel p holds rows [p kNR, (p + 1) kNR) of b as FP32 code values, K x kNR (zeros
 // past N). One-byte codes are put in the panel's order as codes, a chunk at a time (rows past N
-// read as code 0, +0), then decoded in one call into place; E2M1's nibbles are decoded row by row
-// and the values transposed 8 x 8. (Decoding rows first and transposing their FP32 values took
-// 1.5% of an fp8_blockwise step on the AVX2 path.)
-void pack_b(const QuantOperand& b, const Geometry& g, float* packed) {
+// read as code 0, +0), then decoded in one call into place; E2M1's nibbles, and local values of
+// scales along K, are decoded row by row and the values transposed 8 x 8. (Decoding rows first and
+// transposing their FP32 values took 1.5% of an fp8_blockwise step on the AVX2 path.)
+void pack_b(const QuantOperand& b, const Geometry& g, KBlockValues values, float* packed) {
   constexpr int64_t kChunk = 256;  // a multiple of 8 (and even, for E2M1's bytes)
-  const bool bytes = b.element() != lowp::Format::e2m1;
+  const bool bytes = b.element() != lowp::Format::e2m1 && values == KBlockValues::codes;
   parallel_for(g.P, kNR * g.K, [&](int64_t p0, int64_t p1) {
     alignas(32) uint8_t codes[kNR * kChunk];
     const uint8_t zeros[kChunk] = {};
@@ -227,8 +229,8 @@ void pack_b(const QuantOperand& b, const Geometry& g, float* packed) {
           continue;
         }
         for (int64_t i = 0; i < kNR; ++i) {
-          if (i < n) {
-            b.decode_codes(b.row_codes(n0 + i, k0), len, rows.get() + i * kChunk);
+          if (i < n) {  // code values (FP32 scales) or local values
+            b.decode_row(n0 + i, k0, len, rows.get() + i * kChunk, /*local=*/true);
           } else {
             std::fill_n(rows.get() + i * kChunk, len, 0.0f);
           }
@@ -286,7 +288,7 @@ bool kblock_gemm_avx2_runs_here() {
 }
 
 void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
-                      Stream& stream) {
+                      KBlockValues values, Stream& stream) {
   H2_CHECK(kblock_gemm_avx2_runs_here(),
            "fp8_blockwise's AVX2 K-block GEMM needs AVX2 and FMA, which this CPU lacks or "
            "H2_CPU_MAX_ISA={} hides",
@@ -295,10 +297,11 @@ void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const Quan
   g.M = args.a.rows();
   g.N = args.b.rows();
   g.K = args.a.cols();
-  g.kb = a.block_cols();
+  const bool codes = values == KBlockValues::codes;
+  g.kb = codes ? a.block_cols() : g.K;
   g.J = ceil_div(g.K, g.kb);
   g.P = ceil_div(g.N, kNR);
-  H2_CHECK(b.block_cols() == g.kb, "cpu qmatmul: K blocks of {} and {} columns", g.kb,
+  H2_CHECK(!codes || b.block_cols() == g.kb, "cpu qmatmul: K blocks of {} and {} columns", g.kb,
            b.block_cols());
   H2_CHECK(g.K > 0, "cpu qmatmul: kblock_gemm_avx2 needs K > 0 (the caller scales out for K = 0)");
   const bool f32_out = args.out.dtype() == DType::f32;
@@ -307,11 +310,16 @@ void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const Quan
            dtype_name(args.out.dtype()));
 
   ScratchBuffer<float> packed(stream, size_t(g.P * g.K * kNR));
-  pack_b(b, g, packed.data());
+  pack_b(b, g, values, packed.data());
+  // The scales: b's of each K block (1 for local values), a's times alpha below (times both
+  // operands' factors for local values).
   ScratchBuffer<float> sb(stream, size_t(g.J * g.P * kNR));
   for (int64_t j = 0; j < g.J; ++j)
     for (int64_t n = 0; n < g.P * kNR; ++n)
-      sb.data()[j * g.P * kNR + n] = n < g.N ? b.scale(n / b.block_rows(), j) : 0.0f;
+      sb.data()[j * g.P * kNR + n] = n >= g.N ? 0.0f
+                                     : codes  ? b.scale(n / b.block_rows(), j)
+                                              : 1.0f;
+  const float alpha = codes ? args.alpha : args.alpha * a.bf16_factor() * b.bf16_factor();
 
   const int64_t row_block = std::clamp(kRowBlockBytes / int64_t(sizeof(float)) / g.K / kMR * kMR,
                                        int64_t{kMR}, kMaxRowBlock);
@@ -325,10 +333,15 @@ void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const Quan
     EdgeTile edge;
     for (int64_t i0 = r0; i0 < r1; i0 += row_block) {
       const int64_t rows = std::min(row_block, r1 - i0);
-      a.decode_codes_rows(i0, rows, a32.get());
+      if (codes) {
+        a.decode_codes_rows(i0, rows, a32.get());
+      } else {
+        for (int64_t i = 0; i < rows; ++i)
+          a.decode_row(i0 + i, 0, g.K, a32.get() + i * g.K, /*local=*/true);
+      }
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < g.J; ++j)
-          sa[size_t(i * g.J + j)] = args.alpha * a.scale((i0 + i) / a.block_rows(), j);
+          sa[size_t(i * g.J + j)] = codes ? alpha * a.scale((i0 + i) / a.block_rows(), j) : alpha;
       for (int64_t p = 0; p < g.P; ++p) {
         const int64_t n0 = p * kNR, w = std::min(kNR, g.N - n0);
         for (int64_t t = 0, tile_rows = 0; t < rows; t += tile_rows) {

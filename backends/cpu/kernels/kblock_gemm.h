@@ -33,10 +33,17 @@ void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOper
 // Whether this CPU runs kblock_gemm_avx2 (AVX2 and FMA).
 bool kblock_gemm_avx2_runs_here();
 
-// kblock_gemm's product for CPUs without bf16 GEMMs (kblock_avx2.cpp): the code values decoded to
-// FP32, each K block's products summed by FMAs and promoted as kblock_gemm promotes them. Any
-// block width; out f32 or bf16.
+// What kblock_gemm_avx2 multiplies: the operands' code values, their FP32 block scales (f32_amax,
+// one block width on both sides) applied per K block as kblock_gemm applies them; or their local
+// values (where both operands' scales fold into exact values, QuantOperand::folds_to_bf16:
+// per-tensor, E8M0, NVFP4), one block over all of K with both operands' factors in alpha, the
+// products and sums of qmatmul's exact bf16 GEMM.
+enum class KBlockValues { codes, local };
+
+// kblock_gemm's product for CPUs without bf16 GEMMs (kblock_avx2.cpp): the values decoded to FP32,
+// each K block's products summed by FMAs and promoted as kblock_gemm promotes them. Any block
+// width; out f32 or bf16.
 void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
-                      Stream& stream);
+                      KBlockValues values, Stream& stream);
 
 }  // namespace h2::cpu

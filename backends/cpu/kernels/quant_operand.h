@@ -61,21 +61,23 @@ class QuantOperand {
     }
   }
 
-  // dst[j] = deq(r, k0 + j) for j < kc (k0 even for E2M1): a first partial block alone, then
-  // up to kScaleChunk whole blocks per lowp::decode_blocks_n call with their scales gathered
+  // dst[j] = deq(r, k0 + j) for j < kc (k0 even for E2M1), or where `local` the local value
+  // (local_scale() for the scale; the code value for FP32 scales): a first partial block alone,
+  // then up to kScaleChunk whole blocks per lowp::decode_blocks_n call with their scales gathered
   // first (a call per block, for NVFP4's blocks of 16, cost more than the decoding).
-  void decode_row(int64_t r, int64_t k0, int64_t kc, float* dst) const {
+  void decode_row(int64_t r, int64_t k0, int64_t kc, float* dst, bool local = false) const {
     const int64_t rb = r / br_, k1 = k0 + kc;
+    auto scale_of = [&](int64_t cb) { return local ? local_scale(rb, cb) : scale(rb, cb); };
     int64_t k = k0;
     if (k % bc_ != 0) {
       const int64_t end = std::min(k1, (k / bc_ + 1) * bc_);
-      lowp::decode_n(element_, row_codes(r, k), end - k, scale(rb, k / bc_), dst);
+      lowp::decode_n(element_, row_codes(r, k), end - k, scale_of(k / bc_), dst);
       k = end;
     }
     float scales[kScaleChunk];
     while (k < k1) {
       const int64_t cb0 = k / bc_, blocks = std::min(kScaleChunk, (k1 - k + bc_ - 1) / bc_);
-      for (int64_t c = 0; c < blocks; ++c) scales[c] = scale(rb, cb0 + c);
+      for (int64_t c = 0; c < blocks; ++c) scales[c] = scale_of(cb0 + c);
       const int64_t end = std::min(k1, k + blocks * bc_);
       lowp::decode_blocks_n(element_, row_codes(r, k), end - k, bc_, scales, dst + (k - k0));
       k = end;
@@ -147,7 +149,7 @@ class QuantOperand {
   }
 
   // Rows [r0, r0 + rows) of code values as FP32, row-major (rows x K), without any scale (exact):
-  // the operands of the AVX2 K-block kernel (kblock_gemm.h), which has no bf16 products.
+  // the AVX2 K-block kernel's operands with FP32 block scales (kblock_gemm.h).
   void decode_codes_rows(int64_t r0, int64_t rows, float* dst) const {
     decode_codes(row_codes(r0, 0), rows * K_, dst);
   }
