@@ -18,7 +18,7 @@ struct CpuOptions {
   bool caching_allocator = true;
   double peak_gflops = 0;  // peak for MFU figures; 0: measured once and cached (cpu_peak.h)
   GemmProvider gemm = GemmProvider::onednn;
-  KBlockKernel kblock_kernel = KBlockKernel::library;  // fp8_blockwise's GEMMs (kernel_context.h)
+  KBlockKernel kblock_kernel = KBlockKernel::library;  // qmatmul's K-block GEMMs (kernel_context.h)
   // H2_NUM_THREADS, H2_CPU_ALLOCATOR, H2_CPU_PEAK_GFLOPS, H2_CPU_GEMM, H2_CPU_KBLOCK_GEMM
   static CpuOptions from_env();
 };

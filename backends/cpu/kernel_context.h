@@ -27,12 +27,12 @@ std::string gemm_kernels_name(GemmProvider provider);
 // "onednn" or "openblas"; anything else throws ConfigError naming `where` and the value.
 GemmProvider parse_gemm_provider(const std::string& name, const std::string& where);
 
-// Who runs the K-block GEMMs of FP32 block scales along K (fp8_blockwise; per-tensor FP32 scales
-// where bf16 GEMMs do not take them), each block's sums promoted with its scales: H2's
-// AVX512_BF16 kernel (kernels/kblock_gemm.h, on AMX's tiles where the CPU has them), H2's AVX2
-// kernel (FP32 FMAs), or the libraries' routes (qmatmul.cpp: a oneDNN bf16 GEMM per block where
-// oneDNN has bf16 instructions, else FP32 tiles of scaled values into the SGEMM, summed over all
-// of K at once).
+// Who runs the K-block GEMMs of FP32 block scales along K (fp8_blockwise), each block's sums
+// promoted with its scales: H2's AVX512_BF16 kernel (kernels/kblock_gemm.h, on AMX's tiles where
+// the CPU has them), H2's AVX2 kernel (FP32 FMAs; without bf16 GEMMs it also takes per-tensor,
+// MX and NVFP4 operands, whose scales fold into exact values), or the libraries' routes
+// (qmatmul.cpp: a oneDNN bf16 GEMM per block where oneDNN has bf16 instructions, else FP32 tiles
+// of scaled values into the SGEMM, summed over all of K at once).
 enum class KBlockKernel { library, h2_avx512_bf16, h2_avx2 };
 
 // H2_CPU_KBLOCK_GEMM: auto (the default) is H2's AVX512_BF16 kernel where it runs, else its AVX2
