@@ -1,5 +1,5 @@
-// fp8_blockwise's GEMM with per-K-block promotion (kblock_gemm.h) for CPUs without bf16 GEMMs:
-// FP32 FMAs on AVX2.
+// qmatmul's GEMM with per-K-block promotion (kblock_gemm.h: fp8_blockwise; and MX, NVFP4 as one
+// block) for CPUs without bf16 GEMMs: FP32 FMAs on AVX2.
 //
 // Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent, in J blocks
 // of kb columns (the last one possibly narrower). Tiles of out are kMR x kNR (6 x 16: twelve
@@ -290,7 +290,7 @@ bool kblock_gemm_avx2_runs_here() {
 void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
                       KBlockValues values, Stream& stream) {
   H2_CHECK(kblock_gemm_avx2_runs_here(),
-           "fp8_blockwise's AVX2 K-block GEMM needs AVX2 and FMA, which this CPU lacks or "
+           "qmatmul's AVX2 K-block GEMM needs AVX2 and FMA, which this CPU lacks or "
            "H2_CPU_MAX_ISA={} hides",
            cpu_isa_level_name(cpu_isa_cap()));
   Geometry g{};
