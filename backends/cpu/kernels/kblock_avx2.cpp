@@ -31,6 +31,7 @@
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/kblock_gemm.h"
 #include "backends/cpu/kernels/scratch.h"
+#include "backends/cpu/kernels/transpose.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/half_float.h"
@@ -153,78 +154,26 @@ constexpr std::array<TileFn, kMR> tile_table(std::integer_sequence<int, I...>) {
 }
 constexpr std::array<TileFn, kMR> kTiles = tile_table(std::make_integer_sequence<int, kMR>{});
 
-// dst[c * dst_ld + r] = src[r * src_ld + c] for r < 8 and c < 8: the standard 8 x 8 transpose
-// (32-bit, then 64-bit interleaves within 128-bit lanes, then the lanes exchanged).
-H2_AVX2_FMA void transpose8x8(const float* src, int64_t src_ld, float* dst, int64_t dst_ld) {
-  __m256 t[8], s[8];
-  for (int i = 0; i < 8; i += 2) {
-    const __m256 r0 = _mm256_loadu_ps(src + i * src_ld);
-    const __m256 r1 = _mm256_loadu_ps(src + (i + 1) * src_ld);
-    t[i] = _mm256_unpacklo_ps(r0, r1);
-    t[i + 1] = _mm256_unpackhi_ps(r0, r1);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-  }
-  for (int c = 0; c < 4; ++c) {
-    _mm256_storeu_ps(dst + c * dst_ld, _mm256_permute2f128_ps(s[c], s[c + 4], 0x20));
-    _mm256_storeu_ps(dst + (c + 4) * dst_ld, _mm256_permute2f128_ps(s[c], s[c + 4], 0x31));
-  }
-}
-
-// dst[c * 16 + r] = rows[r][c] for r < 16 and c < 8: 16 rows' next 8 one-byte codes as 8
-// columns of 16, by four rounds of interleaving (bytes, 16-bit pairs, 32-bit quads, then
-// halves).
-H2_AVX2_FMA void transpose16x8_bytes(const uint8_t* const rows[16], uint8_t* dst) {
-  __m128i x[16], a[8], b[8], c[8];
-  for (int i = 0; i < 16; ++i) x[i] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[i]));
-  for (int i = 0; i < 8; ++i) a[i] = _mm_unpacklo_epi8(x[2 * i], x[2 * i + 1]);  // 2 rows
-  for (int i = 0; i < 8; i += 2) {  // 4 rows: columns 0-3, then 4-7
-    b[i] = _mm_unpacklo_epi16(a[i], a[i + 1]);
-    b[i + 1] = _mm_unpackhi_epi16(a[i], a[i + 1]);
-  }
-  for (int h = 0; h < 2; ++h)  // 8 rows (0-7, then 8-15): columns 0-1, 2-3, 4-5, 6-7
-    for (int q = 0; q < 2; ++q) {
-      c[4 * h + 2 * q] = _mm_unpacklo_epi32(b[4 * h + q], b[4 * h + q + 2]);
-      c[4 * h + 2 * q + 1] = _mm_unpackhi_epi32(b[4 * h + q], b[4 * h + q + 2]);
-    }
-  for (int i = 0; i < 4; ++i) {  // c[i] holds columns 2i (low half) and 2i + 1 of rows 0-7
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32 * i), _mm_unpacklo_epi64(c[i], c[i + 4]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32 * i + 16),
-                     _mm_unpackhi_epi64(c[i], c[i + 4]));
-  }
-}
-
 // b's panels: panel p holds rows [p kNR, (p + 1) kNR) of b as FP32 code values, K x kNR (zeros
-// past N). One-byte codes are put in the panel's order as codes, a chunk at a time (rows past N
-// read as code 0, +0), then decoded in one call into place; E2M1's nibbles, and local values of
-// scales along K, are decoded row by row and the values transposed 8 x 8. (Decoding rows first and
-// transposing their FP32 values took 1.5% of an fp8_blockwise step on the AVX2 path.)
+// past N). One-byte codes are put in the panel's order as codes, a chunk at a time
+// (transpose_bytes; rows past N are code 0, +0), then decoded in one call into place; E2M1's
+// nibbles, and local values of scales along K, are decoded row by row and the values transposed
+// (transpose_to_f32). (Decoding rows first and transposing their FP32 values took 1.5% of an
+// fp8_blockwise step on the AVX2 path.)
 void pack_b(const QuantOperand& b, const Geometry& g, KBlockValues values, float* packed) {
-  constexpr int64_t kChunk = 256;  // a multiple of 8 (and even, for E2M1's bytes)
+  constexpr int64_t kChunk = 256;  // even, for E2M1's bytes
   const bool bytes = b.element() != lowp::Format::e2m1 && values == KBlockValues::codes;
   parallel_for(g.P, kNR * g.K, [&](int64_t p0, int64_t p1) {
     alignas(32) uint8_t codes[kNR * kChunk];
-    const uint8_t zeros[kChunk] = {};
     const std::unique_ptr<float[]> rows(bytes ? nullptr : new float[size_t(kNR * kChunk)]);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * kNR, n = std::min(kNR, g.N - n0);
       float* panel = packed + p * g.K * kNR;
       for (int64_t k0 = 0; k0 < g.K; k0 += kChunk) {
-        const int64_t len = std::min(kChunk, g.K - k0), whole = len / 8 * 8;
+        const int64_t len = std::min(kChunk, g.K - k0);
         if (bytes) {
-          const uint8_t* row[kNR];
-          for (int64_t i = 0; i < kNR; ++i) row[i] = i < n ? b.row_codes(n0 + i, k0) : zeros;
-          for (int64_t k = 0; k < whole; k += 8) {
-            const uint8_t* at[kNR];
-            for (int64_t i = 0; i < kNR; ++i) at[i] = row[i] + k;
-            transpose16x8_bytes(at, codes + k * kNR);
-          }
-          for (int64_t k = whole; k < len; ++k)
-            for (int64_t i = 0; i < kNR; ++i) codes[k * kNR + i] = row[i][k];
+          if (n < kNR) std::fill_n(codes, len * kNR, uint8_t(0));
+          transpose_bytes(b.row_codes(n0, k0), g.K, n, 0, len, codes, kNR);
           b.decode_codes(codes, len * kNR, panel + k0 * kNR);
           continue;
         }
@@ -235,12 +184,7 @@ void pack_b(const QuantOperand& b, const Geometry& g, KBlockValues values, float
             std::fill_n(rows.get() + i * kChunk, len, 0.0f);
           }
         }
-        for (int64_t i = 0; i < kNR; i += 8)
-          for (int64_t k = 0; k < whole; k += 8)
-            transpose8x8(rows.get() + i * kChunk + k, kChunk, panel + (k0 + k) * kNR + i, kNR);
-        for (int64_t k = whole; k < len; ++k)
-          for (int64_t i = 0; i < kNR; ++i)
-            panel[(k0 + k) * kNR + i] = rows[size_t(i * kChunk + k)];
+        transpose_to_f32(rows.get(), kChunk, kNR, len, panel + k0 * kNR, kNR);
       }
     }
   });
