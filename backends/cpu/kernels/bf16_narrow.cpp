@@ -29,16 +29,6 @@ constexpr __mmask16 kAll = 0xffff;
   return _mm512_mask_or_epi32(rounded, nan, u, quiet);
 }
 
-// 8 values rounded, each lane's upper half shifted down (a 16-bit value in a 32-bit lane).
-[[gnu::target("avx2")]] inline __m256i rounded_halves(__m256i u) {
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd));
-  const __m256 f = _mm256_castsi256_ps(u);
-  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
-  const __m256i quieted = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-  return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quieted, nan), 16);
-}
-
 }  // namespace
 
 [[gnu::target("avx512f,avx512bw")]] int64_t from_floats_avx512(const float* src, int64_t n,
@@ -66,20 +56,11 @@ constexpr __mmask16 kAll = 0xffff;
 
 [[gnu::target("avx2")]] int64_t from_floats_avx2(const float* src, int64_t n, bf16_t* dst) {
   int64_t i = 0;
-  // VPACKUSDW packs within 128-bit lanes (lo's first four, hi's first four, lo's last four, hi's
-  // last four); VPERMQ puts the four 64-bit quarters back in order. Every value fits in 16 bits,
-  // so the unsigned saturation never clips.
-  for (; i + 16 <= n; i += 16) {
-    const __m256i lo =
-        rounded_halves(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-    const __m256i hi =
-        rounded_halves(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
-                        _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8));
-  }
+  for (; i + 16 <= n; i += 16)
+    store_bf16x16_avx2(_mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8), dst + i);
   if (i + 8 <= n) {
     const __m256i one =
-        rounded_halves(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+        bf16_rounded_halves(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(one, one), 0xd8);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_castsi256_si128(packed));
     i += 8;

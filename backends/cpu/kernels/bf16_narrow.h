@@ -5,6 +5,10 @@
 // that memory bounds at any width, so it has no such twin.
 #pragma once
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <cstdint>
 
 #include "core/half_float.h"
@@ -17,5 +21,30 @@ namespace h2::cpu {
 int64_t from_floats_avx512(const float* src, int64_t n, bf16_t* dst);
 // n / 8 * 8 of them, on a CPU with AVX2.
 int64_t from_floats_avx2(const float* src, int64_t n, bf16_t* dst);
+
+#if defined(__x86_64__)
+// The AVX2 rounding of 8 values' bits (round to nearest even: u + 0x7fff + ((u >> 16) & 1); NaN
+// lanes u | 0x00400000, the quiet bit, picked by a blend), each lane's upper half shifted down (a
+// 16-bit value in a 32-bit lane).
+[[gnu::target("avx2"), gnu::always_inline]] inline __m256i bf16_rounded_halves(__m256i u) {
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd));
+  const __m256 f = _mm256_castsi256_ps(u);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+  const __m256i quieted = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+  return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quieted, nan), 16);
+}
+
+// 16 values (lo: the first 8) rounded as f32_to_bf16 and stored at dst: from_floats_avx2's step,
+// for kernels whose values are in registers. VPACKUSDW packs within 128-bit lanes (lo's first
+// four, hi's first four, lo's last four, hi's last four); VPERMQ puts the four 64-bit quarters
+// back in order. Every value fits in 16 bits, so the unsigned saturation never clips.
+[[gnu::target("avx2"), gnu::always_inline]] inline void store_bf16x16_avx2(__m256 lo, __m256 hi,
+                                                                           bf16_t* dst) {
+  const __m256i packed = _mm256_packus_epi32(bf16_rounded_halves(_mm256_castps_si256(lo)),
+                                             bf16_rounded_halves(_mm256_castps_si256(hi)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permute4x64_epi64(packed, 0xd8));
+}
+#endif
 
 }  // namespace h2::cpu

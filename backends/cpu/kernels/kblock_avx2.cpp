@@ -28,6 +28,7 @@
 #include <memory>
 #include <utility>
 
+#include "backends/cpu/kernels/bf16_narrow.h"
 #include "backends/cpu/kernels/cpu_parallel.h"
 #include "backends/cpu/kernels/kblock_gemm.h"
 #include "backends/cpu/kernels/scratch.h"
@@ -56,7 +57,7 @@ struct Geometry {
 // the first block's sums start (out not read where beta is 0).
 struct TileOut {
   float* f32;
-  uint16_t* bf16;
+  bf16_t* bf16;
   int64_t ld;
   float beta;
 };
@@ -70,19 +71,6 @@ H2_AVX2_FMA inline __m256 scaled_out(const TileOut& out, int r, int half) {
                                                 reinterpret_cast<const __m128i*>(out.bf16 + at))),
                                             16));
   return _mm256_mul_ps(_mm256_set1_ps(out.beta), x);
-}
-
-// The bf16 bits of 8 floats in the low halves of 32-bit lanes: round to nearest even, NaN made
-// quiet, as f32_to_bf16.
-H2_AVX2_FMA inline __m256i bf16_bits(__m256 v) {
-  const __m256i u = _mm256_castps_si256(v);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded =
-      _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
-  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x0040));
-  return _mm256_blendv_epi8(rounded, quiet, nan);
 }
 
 // Row r's promotion of block j: c + (s_a s_b) T, the first block's c being beta * out or 0 (the
@@ -110,10 +98,8 @@ H2_AVX2_FMA inline void promote_row(const Geometry& g, int64_t j, int r, __m256 
   } else if (out.f32 != nullptr) {
     _mm256_storeu_ps(out.f32 + r * out.ld, c0);
     _mm256_storeu_ps(out.f32 + r * out.ld + 8, c1);
-  } else {  // two vectors' bits packed (per 128-bit lane), then their quarters put in order
-    const __m256i packed = _mm256_packus_epi32(bf16_bits(c0), bf16_bits(c1));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.bf16 + r * out.ld),
-                        _mm256_permute4x64_epi64(packed, 0xd8));
+  } else {
+    store_bf16x16_avx2(c0, c1, out.bf16 + r * out.ld);
   }
 }
 
@@ -204,22 +190,22 @@ int64_t rows_of_tile(int64_t rows, int64_t t) {
 struct EdgeTile {
   float values[kMR * kNR] = {};
 
-  TileOut load(const float* f32, const uint16_t* bf16, int64_t ld, int rows, int64_t w,
-               float beta) {
+  TileOut load(const float* f32, const bf16_t* bf16, int64_t ld, int rows, int64_t w, float beta) {
     if (beta != 0)
       for (int r = 0; r < rows; ++r)
         for (int64_t n = 0; n < w; ++n)
-          values[r * kNR + n] = f32 != nullptr ? f32[r * ld + n] : bf16_to_f32(bf16[r * ld + n]);
+          values[r * kNR + n] =
+              f32 != nullptr ? f32[r * ld + n] : bf16_to_f32(bf16[r * ld + n].bits);
     return {.f32 = values, .bf16 = nullptr, .ld = kNR, .beta = beta};
   }
-  void store(float* f32, uint16_t* bf16, int64_t ld, int rows, int64_t w) const {
+  void store(float* f32, bf16_t* bf16, int64_t ld, int rows, int64_t w) const {
     for (int r = 0; r < rows; ++r)
       for (int64_t n = 0; n < w; ++n) {
         const float v = values[r * kNR + n];
         if (f32 != nullptr) {
           f32[r * ld + n] = v;
         } else {
-          bf16[r * ld + n] = f32_to_bf16(v);
+          bf16[r * ld + n].bits = f32_to_bf16(v);
         }
       }
   }
@@ -268,7 +254,7 @@ void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const Quan
   const int64_t row_block = std::clamp(kRowBlockBytes / int64_t(sizeof(float)) / g.K / kMR * kMR,
                                        int64_t{kMR}, kMaxRowBlock);
   float* out32 = f32_out ? args.out.data_as<float>() : nullptr;
-  uint16_t* out16 = f32_out ? nullptr : &args.out.data_as<bf16_t>()->bits;
+  bf16_t* out16 = f32_out ? nullptr : args.out.data_as<bf16_t>();
   parallel_for(g.M, g.N * g.K, [&](int64_t r0, int64_t r1) {
     const int64_t rows_max = std::min(row_block, r1 - r0);
     const std::unique_ptr<float[]> a32(new float[size_t(rows_max * g.K)]);
@@ -292,7 +278,7 @@ void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const Quan
           tile_rows = rows_of_tile(rows, t);
           const int64_t at = (i0 + t) * g.N + n0;
           float* f32 = f32_out ? out32 + at : nullptr;
-          uint16_t* bf16 = f32_out ? nullptr : out16 + at;
+          bf16_t* bf16 = f32_out ? nullptr : out16 + at;
           const TileOut out = w == kNR ? TileOut{f32, bf16, g.N, args.beta}
                                        : edge.load(f32, bf16, g.N, int(tile_rows), w, args.beta);
           kTiles[size_t(tile_rows - 1)](g, a32.get() + t * g.K, g.K, packed.data() + p * g.K * kNR,
