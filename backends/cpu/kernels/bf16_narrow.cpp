@@ -14,38 +14,19 @@
 namespace h2::cpu {
 namespace {
 
-// Every lane: the zero-masked forms of the shift and the narrowing, whose unmasked forms start
-// from an undefined vector and draw GCC 12's false "may be used uninitialized" warnings.
+// Every lane: the zero-masked form of the narrowing, whose unmasked form starts from an undefined
+// vector and draws GCC 12's false "may be used uninitialized" warning.
 constexpr __mmask16 kAll = 0xffff;
-
-// 16 values rounded in place in their 32-bit lanes (the result in each lane's upper half).
-[[gnu::target("avx512f,avx512bw")]] inline __m512i round_lanes(__m512i u) {
-  const __m512i lsb = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
-  const __m512i quiet = _mm512_set1_epi32(0x00400000);
-  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(kAll, u, 16), lsb);
-  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(half, odd));
-  const __mmask16 nan =
-      _mm512_cmp_ps_mask(_mm512_castsi512_ps(u), _mm512_castsi512_ps(u), _CMP_UNORD_Q);
-  return _mm512_mask_or_epi32(rounded, nan, u, quiet);
-}
 
 }  // namespace
 
 [[gnu::target("avx512f,avx512bw")]] int64_t from_floats_avx512(const float* src, int64_t n,
                                                                bf16_t* dst) {
-  // The upper 16-bit halves of 32 lanes, two vectors' worth, in order: VPERMT2W picks words
-  // 1, 3, ..., 63 of the pair.
-  const __m512i odd_words =
-      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
-                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512i lo = round_lanes(_mm512_loadu_si512(src + i));
-    const __m512i hi = round_lanes(_mm512_loadu_si512(src + i + 16));
-    _mm512_storeu_si512(dst + i, _mm512_permutex2var_epi16(lo, odd_words, hi));
-  }
+  for (; i + 32 <= n; i += 32)
+    store_bf16x32_avx512(_mm512_loadu_ps(src + i), _mm512_loadu_ps(src + i + 16), dst + i);
   if (i + 16 <= n) {
-    const __m512i rounded = round_lanes(_mm512_loadu_si512(src + i));
+    const __m512i rounded = bf16_rounded_lanes(_mm512_loadu_si512(src + i));
     _mm256_storeu_si256(
         reinterpret_cast<__m256i*>(dst + i),
         _mm512_maskz_cvtepi32_epi16(kAll, _mm512_maskz_srli_epi32(kAll, rounded, 16)));

@@ -23,6 +23,33 @@ int64_t from_floats_avx512(const float* src, int64_t n, bf16_t* dst);
 int64_t from_floats_avx2(const float* src, int64_t n, bf16_t* dst);
 
 #if defined(__x86_64__)
+// The AVX-512 rounding of 16 values' bits, in place in their 32-bit lanes (the result in each
+// lane's upper half; NaN lanes u | 0x00400000, the quiet bit, by a masked OR). The shift's
+// zero-masked form, all lanes on: its unmasked form starts from an undefined vector and draws
+// GCC 12's false "may be used uninitialized" warning.
+[[gnu::target("avx512f,avx512bw"), gnu::always_inline]] inline __m512i bf16_rounded_lanes(
+    __m512i u) {
+  const __m512i odd =
+      _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
+  const __mmask16 nan =
+      _mm512_cmp_ps_mask(_mm512_castsi512_ps(u), _mm512_castsi512_ps(u), _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
+}
+
+// 32 values (lo: the first 16) rounded as f32_to_bf16 and stored at dst: from_floats_avx512's
+// step, for kernels whose values are in registers. VPERMT2W gathers the upper 16-bit halves of
+// the pair's 32 lanes, words 1, 3, ..., 63, in order into one store.
+[[gnu::target("avx512f,avx512bw"), gnu::always_inline]] inline void store_bf16x32_avx512(
+    __m512 lo, __m512 hi, bf16_t* dst) {
+  const __m512i odd_words =
+      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  _mm512_storeu_si512(
+      dst, _mm512_permutex2var_epi16(bf16_rounded_lanes(_mm512_castps_si512(lo)), odd_words,
+                                     bf16_rounded_lanes(_mm512_castps_si512(hi))));
+}
+
 // The AVX2 rounding of 8 values' bits (round to nearest even: u + 0x7fff + ((u >> 16) & 1); NaN
 // lanes u | 0x00400000, the quiet bit, picked by a blend), each lane's upper half shifted down (a
 // 16-bit value in a 32-bit lane).
