@@ -134,11 +134,11 @@ KBlockKernel kblock_kernel_from_env() {
     H2_THROW(ConfigError, "H2_CPU_KBLOCK_GEMM='{}' is not auto, h2 or onednn", choice);
   if (choice == "onednn") return KBlockKernel::library;
   if (kblock_gemm_runs_here()) return KBlockKernel::h2_avx512_bf16;
-  if (kblock_gemm_avx2_runs_here() && (choice == "h2" || !cpu_has(CpuFeature::avx512f)))
-    return KBlockKernel::h2_avx2;
+  if (kblock_gemm_avx512_runs_here()) return KBlockKernel::h2_avx512;
+  if (kblock_gemm_avx2_runs_here()) return KBlockKernel::h2_avx2;
   if (choice == "auto") return KBlockKernel::library;
   H2_THROW(ConfigError,
-           "H2_CPU_KBLOCK_GEMM=h2 needs AVX2 and FMA (or AVX512_BF16), which this CPU lacks or "
+           "H2_CPU_KBLOCK_GEMM=h2 needs AVX2 and FMA at least, which this CPU lacks or "
            "H2_CPU_MAX_ISA hides: use auto or onednn");
 }
 

@@ -29,17 +29,17 @@ GemmProvider parse_gemm_provider(const std::string& name, const std::string& whe
 
 // Who runs the K-block GEMMs of FP32 block scales along K (fp8_blockwise), each block's sums
 // promoted with its scales: H2's AVX512_BF16 kernel (kernels/kblock_gemm.h, on AMX's tiles where
-// the CPU has them), H2's AVX2 kernel (FP32 FMAs; without bf16 GEMMs it also takes per-tensor,
-// MX and NVFP4 operands, whose scales fold into exact values), or the libraries' routes
-// (qmatmul.cpp: a oneDNN bf16 GEMM per block where oneDNN has bf16 instructions, else FP32 tiles
-// of scaled values into the SGEMM, summed over all of K at once).
-enum class KBlockKernel { library, h2_avx512_bf16, h2_avx2 };
+// the CPU has them), H2's FP32 kernels in AVX-512 or AVX2 registers (kernels/kblock_fp32.h; as
+// there are no bf16 GEMMs where they run, they also take per-tensor, MX and NVFP4 operands, whose
+// scales fold into exact values), or the libraries' routes (qmatmul.cpp: a oneDNN bf16 GEMM per
+// block where oneDNN has bf16 instructions, else FP32 tiles of scaled values into the SGEMM,
+// summed over all of K at once).
+enum class KBlockKernel { library, h2_avx512_bf16, h2_avx512, h2_avx2 };
 
-// H2_CPU_KBLOCK_GEMM: auto (the default) is H2's AVX512_BF16 kernel where it runs, else its AVX2
-// kernel where the CPU lacks AVX512F (where it has AVX512F the library's AVX-512 SGEMM on FP32
-// tiles was 1.6x faster), else the libraries'; h2 is H2's AVX512_BF16 kernel where it runs, else
-// its AVX2 one (ConfigError where neither runs); onednn is the libraries'. ConfigError naming the
-// knob for anything else. H2_CPU_MAX_ISA's cap counts as the CPU.
+// H2_CPU_KBLOCK_GEMM: auto (the default) and h2 are the first of H2's kernels that runs here:
+// AVX512_BF16, AVX-512 (AVX512F and AVX512BW), AVX2 (with FMA); where none does, auto is the
+// libraries' and h2 a ConfigError. onednn is the libraries'. ConfigError naming the knob for
+// anything else. H2_CPU_MAX_ISA's cap counts as the CPU.
 KBlockKernel kblock_kernel_from_env();
 
 class KernelContext {

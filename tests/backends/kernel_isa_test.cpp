@@ -83,30 +83,33 @@ TEST(KernelIsa, AmxMatchesProcCpuinfo) {
   EXPECT_EQ(cpu_has_amx_bf16(), flags.count("amx_bf16") == 1);
 }
 
-// H2_CPU_KBLOCK_GEMM: auto follows the CPU (H2's AVX512_BF16 kernel where it runs, on AMX's tiles
-// too; else its AVX2 kernel where the CPU has AVX2 and FMA but no AVX512F; else the libraries'),
-// onednn is always the libraries', h2 takes the AVX2 kernel on an AVX-512 CPU without AVX512_BF16
-// too and is refused where neither kernel runs, and anything else names the knob. Which kernels
-// run is read against /proc/cpuinfo (less what H2_CPU_MAX_ISA hides: the capped runs check the
-// older CPUs' choices).
+// H2_CPU_KBLOCK_GEMM: auto and h2 follow the CPU (H2's AVX512_BF16 kernel where it runs, on AMX's
+// tiles too; else its FP32 AVX-512 kernel where the CPU has AVX512F and AVX512BW; else its FP32
+// AVX2 one where it has AVX2 and FMA), where none runs auto is the libraries' and h2 refused,
+// onednn is always the libraries', and anything else names the knob. Which kernels run is read
+// against /proc/cpuinfo (less what H2_CPU_MAX_ISA hides: the capped runs check the older CPUs'
+// choices).
 TEST(KernelIsa, KBlockGemmKnob) {
   const std::set<std::string> flags = proc_cpuinfo_flags();
   if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
-  const bool avx512_bf16 = flags.count("avx512f") && flags.count("avx512bw") &&
-                           flags.count("avx512dq") && flags.count("avx512vl") &&
-                           flags.count("avx512_bf16");
+  const bool avx512 = flags.count("avx512f") && flags.count("avx512bw");
+  const bool avx512_bf16 =
+      avx512 && flags.count("avx512dq") && flags.count("avx512vl") && flags.count("avx512_bf16");
   const bool avx2 = flags.count("avx2") && flags.count("fma");
   EXPECT_EQ(kblock_gemm_runs_here(), avx512_bf16);
+  EXPECT_EQ(kblock_gemm_avx512_runs_here(), avx512);
   EXPECT_EQ(kblock_gemm_avx2_runs_here(), avx2);
   auto choice = [](const char* value) {
     setenv("H2_CPU_KBLOCK_GEMM", value, 1);
     return kblock_kernel_from_env();
   };
-  const KBlockKernel h2 = avx512_bf16 ? KBlockKernel::h2_avx512_bf16 : KBlockKernel::h2_avx2;
-  const bool auto_is_h2 = avx512_bf16 || (avx2 && !flags.count("avx512f"));
-  EXPECT_EQ(choice("auto"), auto_is_h2 ? h2 : KBlockKernel::library);
+  const KBlockKernel h2 = avx512_bf16 ? KBlockKernel::h2_avx512_bf16
+                          : avx512    ? KBlockKernel::h2_avx512
+                                      : KBlockKernel::h2_avx2;
+  const bool any = avx512_bf16 || avx512 || avx2;
+  EXPECT_EQ(choice("auto"), any ? h2 : KBlockKernel::library);
   EXPECT_EQ(choice("onednn"), KBlockKernel::library);
-  if (avx512_bf16 || avx2) {
+  if (any) {
     EXPECT_EQ(choice("h2"), h2);
   } else {
     EXPECT_THROW(choice("h2"), ConfigError);

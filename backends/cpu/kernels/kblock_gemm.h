@@ -30,20 +30,24 @@ bool kblock_gemm_suits(int64_t kb);
 void kblock_gemm(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
                  Stream& stream);
 
-// Whether this CPU runs kblock_gemm_avx2 (AVX2 and FMA).
+// Whether this CPU runs kblock_gemm_avx2 (AVX2 and FMA) and kblock_gemm_avx512 (AVX512F and
+// AVX512BW).
 bool kblock_gemm_avx2_runs_here();
+bool kblock_gemm_avx512_runs_here();
 
-// What kblock_gemm_avx2 multiplies: the operands' code values, their FP32 block scales (f32_amax,
-// one block width on both sides) applied per K block as kblock_gemm applies them; or their local
-// values (where both operands' scales fold into exact values, QuantOperand::folds_to_bf16:
-// per-tensor, E8M0, NVFP4), one block over all of K with both operands' factors in alpha, the
-// products and sums of qmatmul's exact bf16 GEMM.
+// What the FP32 K-block GEMMs multiply: the operands' code values, their FP32 block scales
+// (f32_amax, one block width on both sides) applied per K block as kblock_gemm applies them; or
+// their local values (where both operands' scales fold into exact values,
+// QuantOperand::folds_to_bf16: per-tensor, E8M0, NVFP4), one block over all of K with both
+// operands' factors in alpha, the products and sums of qmatmul's exact bf16 GEMM.
 enum class KBlockValues { codes, local };
 
-// kblock_gemm's product for CPUs without bf16 GEMMs (kblock_avx2.cpp): the values decoded to FP32,
-// each K block's products summed by FMAs and promoted as kblock_gemm promotes them. Any block
-// width; out f32 or bf16.
+// kblock_gemm's product for CPUs without bf16 GEMMs (kblock_fp32.h): the values decoded to FP32,
+// each K block's products summed by FMAs and promoted as kblock_gemm promotes them, in 256-bit
+// (kblock_avx2.cpp) or 512-bit registers (kblock_avx512.cpp). Any block width; out f32 or bf16.
 void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
                       KBlockValues values, Stream& stream);
+void kblock_gemm_avx512(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
+                        KBlockValues values, Stream& stream);
 
 }  // namespace h2::cpu

@@ -4,9 +4,9 @@
 // E8M0, NVFP4); FP32 block scales that change along K (qmatmul_kblocks_bf16: fp8_blockwise),
 // each block's products promoted in registers or AMX tiles by H2's kernel (kblock_gemm.h) where
 // the device's context chooses it, else by oneDNN GEMMs, a group of blocks per call; both routes
-// need oneDNN's native bf16. Without it, H2's AVX2 K-block kernel where the context chooses it
-// (qmatmul_kblocks_avx2: CPUs without AVX-512) takes FP32 block scales (per-tensor ones too) and
-// operands whose scales fold into exact values.
+// need oneDNN's native bf16. Without it, H2's FP32 K-block kernels where the context chooses
+// them (qmatmul_kblocks_fp32: AVX-512 or AVX2 tiles, kblock_fp32.h) take FP32 block scales
+// (per-tensor ones too) and operands whose scales fold into exact values.
 // Otherwise FP32 tiles, below.
 //
 // Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent (columns of
@@ -254,23 +254,25 @@ bool qmatmul_kblocks_bf16(const QMatmulArgs& args, const QuantOperand& a, const 
   return true;
 }
 
-// Without bf16 GEMMs, where the context chooses H2's AVX2 kernel (kblock_gemm.h; CPUs without
-// AVX-512), for an f32 or bf16 out: FP32 scales in blocks of one width along K on both operands
+// Without bf16 GEMMs, where the context chooses one of H2's FP32 kernels (kblock_gemm.h: AVX-512
+// or AVX2), for an f32 or bf16 out: FP32 scales in blocks of one width along K on both operands
 // (one block for per-tensor scales), promoted per block as above; else scales that fold into
 // exact values on both sides, the exact bf16 path's products and sums in FP32, one block. Returns
 // false where neither applies.
-bool qmatmul_kblocks_avx2(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
+bool qmatmul_kblocks_fp32(const QMatmulArgs& args, const QuantOperand& a, const QuantOperand& b,
                           Stream& stream) {
-  if (kernel_context(stream).kblock_kernel() != KBlockKernel::h2_avx2 ||
+  const KBlockKernel kernel = kernel_context(stream).kblock_kernel();
+  if ((kernel != KBlockKernel::h2_avx512 && kernel != KBlockKernel::h2_avx2) ||
       args.out.dtype() == DType::f16)
     return false;
+  const auto gemm = kernel == KBlockKernel::h2_avx512 ? kblock_gemm_avx512 : kblock_gemm_avx2;
   if (a.rule() == ScaleRule::f32_amax && b.rule() == ScaleRule::f32_amax &&
       b.block_cols() == a.block_cols()) {
-    kblock_gemm_avx2(args, a, b, KBlockValues::codes, stream);
+    gemm(args, a, b, KBlockValues::codes, stream);
     return true;
   }
   if (!a.folds_to_bf16(args.a.rows()) || !b.folds_to_bf16(args.b.rows())) return false;
-  kblock_gemm_avx2(args, a, b, KBlockValues::local, stream);
+  gemm(args, a, b, KBlockValues::local, stream);
   return true;
 }
 
@@ -285,7 +287,7 @@ void qmatmul(const QMatmulArgs& args, Stream& stream) {
   const QuantOperand a(args.a), b(args.b);
   if (qmatmul_bf16(args, a, b, stream)) return;
   if (qmatmul_kblocks_bf16(args, a, b, stream)) return;
-  if (qmatmul_kblocks_avx2(args, a, b, stream)) return;
+  if (qmatmul_kblocks_fp32(args, a, b, stream)) return;
   // The tiles' GEMMs through the matmul op's library: oneDNN runs on the same OpenMP threads as
   // the decoding, where OpenBLAS's own threads contended with them (fp8_blockwise steps varied
   // from 198 to 253 ms between runs).

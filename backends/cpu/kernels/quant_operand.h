@@ -149,7 +149,7 @@ class QuantOperand {
   }
 
   // Rows [r0, r0 + rows) of code values as FP32, row-major (rows x K), without any scale (exact):
-  // the AVX2 K-block kernel's operands with FP32 block scales (kblock_gemm.h).
+  // the FP32 K-block kernels' operands with FP32 block scales (kblock_fp32.h).
   void decode_codes_rows(int64_t r0, int64_t rows, float* dst) const {
     decode_codes(row_codes(r0, 0), rows * K_, dst);
   }
