@@ -59,7 +59,8 @@ void kblock_gemm_avx2(const QMatmulArgs& args, const QuantOperand& a, const Quan
            "qmatmul's AVX2 K-block GEMM needs AVX2 and FMA, which this CPU lacks or "
            "H2_CPU_MAX_ISA={} hides",
            cpu_isa_level_name(cpu_isa_cap()));
-  kblock_fp32::kblock_gemm_fp32(args, a, b, values, {.mr = kMR, .nr = 16, .tiles = kTiles}, stream);
+  kblock_fp32::kblock_gemm_fp32(args, a, b, values,
+                                {.mr = kMR, .nr = 2 * Avx2Lanes::kWidth, .tiles = kTiles}, stream);
 }
 
 }  // namespace h2::cpu

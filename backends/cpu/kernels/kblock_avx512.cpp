@@ -66,7 +66,8 @@ void kblock_gemm_avx512(const QMatmulArgs& args, const QuantOperand& a, const Qu
            "qmatmul's AVX-512 K-block GEMM needs AVX512F and AVX512BW, which this CPU lacks or "
            "H2_CPU_MAX_ISA={} hides",
            cpu_isa_level_name(cpu_isa_cap()));
-  kblock_fp32::kblock_gemm_fp32(args, a, b, values, {.mr = kMR, .nr = 32, .tiles = kTiles}, stream);
+  kblock_fp32::kblock_gemm_fp32(
+      args, a, b, values, {.mr = kMR, .nr = 2 * Avx512Lanes::kWidth, .tiles = kTiles}, stream);
 }
 
 }  // namespace h2::cpu

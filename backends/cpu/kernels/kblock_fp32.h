@@ -1,7 +1,8 @@
 // The FP32 K-block GEMM (kblock_gemm.h's kblock_gemm_avx2 and kblock_gemm_avx512) split in two:
 // its driver (kblock_fp32.cpp: b packed into panels, a's rows decoded per thread, tiles walked,
-// edge panels buffered), written once, and the register tiles, one set per vector width
-// (kblock_avx2.cpp: 6 x 16 in 256-bit registers; kblock_avx512.cpp: 12 x 32 in 512-bit ones).
+// edge panels buffered) and its register tiles (kblock_fp32_tiles.h), each written once; the
+// tiles are compiled once per vector width (kblock_avx2.cpp: 6 x 16 in 256-bit registers;
+// kblock_avx512.cpp: 12 x 32 in 512-bit ones), and this header is what the two halves share.
 //
 // Shapes: M rows of a and out; N rows of b (columns of out); K the reduction extent, in J blocks
 // of kb columns (the last one possibly narrower). Tiles of out are at most mr x nr; P =
